@@ -1,0 +1,148 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package envtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	clusterreconciler "sigs.k8s.io/cluster-api/core/reconcilers/cluster"
+	machinereconciler "sigs.k8s.io/cluster-api/core/reconcilers/machine"
+	machinedeploymentreconciler "sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment"
+	machinehealthcheckreconciler "sigs.k8s.io/cluster-api/core/reconcilers/machinehealthcheck"
+	machinesetreconciler "sigs.k8s.io/cluster-api/core/reconcilers/machineset"
+	capisetup "sigs.k8s.io/cluster-api/core/setup"
+)
+
+// ManagerOptions say what a test manager runs.
+type ManagerOptions struct {
+	// CoreReconcilers runs Cluster API's own Cluster, Machine, MachineSet, MachineDeployment
+	// and MachineHealthCheck reconcilers, with a ClusterCache, in the manager.
+	CoreReconcilers bool
+
+	// Setup registers the reconcilers and webhooks under test.
+	Setup func(ctx context.Context, mgr ctrl.Manager) error
+}
+
+// Manager is a controller-runtime manager running in the test process.
+type Manager struct {
+	ctrl.Manager
+	// ClusterCache is Cluster API's ClusterCache when CoreReconcilers is set.
+	ClusterCache clustercache.ClusterCache
+}
+
+// StartManager starts a manager against the plane, serving webhooks where the API server
+// calls them, and stops it when the test ends. Run one at a time per test process: all
+// managers share the webhook port.
+func (e *Environment) StartManager(t testing.TB, opts ManagerOptions) *Manager {
+	t.Helper()
+	host, port, certDir := e.WebhookServing()
+	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+		Scheme:  e.Scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		// Tests start several managers in one process, each with the same controller names.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache:      capisetup.ManagerCacheOptions(e.Scheme, "talon-test", "", 10*time.Minute),
+		Client:     capisetup.ManagerClientOptions(),
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host:    host,
+			Port:    port,
+			CertDir: certDir,
+		}),
+	})
+	if err != nil {
+		t.Fatalf("Failed to create manager: %v", err)
+	}
+
+	ctx, cancel := context.WithCancel(ctrl.LoggerInto(context.Background(), ctrl.Log.WithName("test-manager")))
+	m := &Manager{Manager: mgr}
+	if opts.CoreReconcilers {
+		if m.ClusterCache, err = setupCoreReconcilers(ctx, mgr); err != nil {
+			cancel()
+			t.Fatalf("Failed to set up Cluster API's core reconcilers: %v", err)
+		}
+	}
+	if opts.Setup != nil {
+		if err := opts.Setup(ctx, mgr); err != nil {
+			cancel()
+			t.Fatalf("Failed to set up the reconcilers under test: %v", err)
+		}
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("Manager stopped with an error: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("Manager did not stop within 30s")
+		}
+	})
+	syncCtx, syncCancel := context.WithTimeout(ctx, 30*time.Second)
+	defer syncCancel()
+	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
+		t.Fatalf("Manager caches did not sync within 30s")
+	}
+	return m
+}
+
+// setupCoreReconcilers wires Cluster API's core reconcilers as its own manager does.
+func setupCoreReconcilers(ctx context.Context, mgr ctrl.Manager) (clustercache.ClusterCache, error) {
+	options := controller.Options{MaxConcurrentReconciles: 5}
+	cache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
+		SecretClient: mgr.GetClient(),
+		Cache:        capisetup.ClusterCacheCacheOptions(),
+		Client:       capisetup.ClusterCacheClientOptions("talon-test", 20, 30),
+	}, options)
+	if err != nil {
+		return nil, fmt.Errorf("failed to set up ClusterCache: %w", err)
+	}
+	c, reader := mgr.GetClient(), mgr.GetAPIReader()
+	errs := []error{
+		(&clusterreconciler.Reconciler{
+			Client: c, APIReader: reader, ClusterCache: cache, RemoteConnectionGracePeriod: 50 * time.Second,
+		}).SetupWithManager(ctx, mgr, options),
+		(&machinereconciler.Reconciler{
+			Client: c, APIReader: reader, ClusterCache: cache, RemoteConditionsGracePeriod: 5 * time.Minute,
+		}).SetupWithManager(ctx, mgr, options),
+		(&machinesetreconciler.Reconciler{
+			Client: c, APIReader: reader, ClusterCache: cache,
+		}).SetupWithManager(ctx, mgr, options),
+		(&machinedeploymentreconciler.Reconciler{
+			Client: c, APIReader: reader,
+		}).SetupWithManager(ctx, mgr, options),
+		(&machinehealthcheckreconciler.Reconciler{
+			Client: c, ClusterCache: cache,
+		}).SetupWithManager(ctx, mgr, options),
+	}
+	return cache, errors.Join(errs...)
+}

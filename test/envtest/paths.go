@@ -1,0 +1,139 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package envtest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/util/yaml"
+)
+
+// Providers are Talon's three providers, named as their config/ directories.
+var Providers = []string{"bootstrap", "controlplane", "infrastructure"}
+
+// RepoRoot returns the root of the Talon repository this package was built from.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// BinDir returns where the pinned binaries live: KUBEBUILDER_ASSETS if set, else bin/.
+func BinDir() string {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		return dir
+	}
+	return filepath.Join(RepoRoot(), "bin")
+}
+
+// errMissingBinaries says that the machine lacks a binary the plane needs, which is a reason
+// to skip; every other start-up error is a failure.
+var errMissingBinaries = errors.New("missing binaries")
+
+// Binary returns the path of a pinned binary in BinDir, or an error naming the make target
+// that builds it.
+func Binary(name string) (string, error) {
+	path := filepath.Join(BinDir(), name)
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("%w: %s not found in %s; run 'make tools' to build it from pinned Go modules", errMissingBinaries, name, BinDir())
+	}
+	return path, nil
+}
+
+// ModuleDir returns the directory of a module this repository depends on, as go list sees it.
+func ModuleDir(module string) (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
+	cmd.Dir = RepoRoot()
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("failed to locate module %s: %w", module, err)
+	}
+	dir := strings.TrimSpace(string(out))
+	if dir == "" {
+		return "", fmt.Errorf("module %s is not in the module cache; run 'go mod download'", module)
+	}
+	return dir, nil
+}
+
+// CAPICRDDir returns the directory of Cluster API's core CRDs inside its module.
+func CAPICRDDir() (string, error) {
+	dir, err := ModuleDir("sigs.k8s.io/cluster-api")
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "core", "config", "crd", "bases"), nil
+}
+
+// Kustomize renders a kustomization directory (relative to the repository root) with the
+// pinned kustomize.
+func Kustomize(dir string) ([]byte, error) {
+	kustomize, err := Binary("kustomize")
+	if err != nil {
+		return nil, err
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(kustomize, "build", filepath.Join(RepoRoot(), dir))
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("kustomize build %s failed: %w: %s", dir, err, stderr.String())
+	}
+	return out, nil
+}
+
+// TalonCRDs returns Talon's CRDs as the release manifests carry them, contract labels
+// included, by rendering each provider's config/<provider>/crd.
+func TalonCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, p := range Providers {
+		out, err := Kustomize(filepath.Join("config", p, "crd"))
+		if err != nil {
+			return nil, err
+		}
+		decoder := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+		for {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			if err := decoder.Decode(crd); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				return nil, fmt.Errorf("failed to decode the CRDs of the %s provider: %w", p, err)
+			}
+			crds = append(crds, crd)
+		}
+	}
+	return crds, nil
+}
+
+// webhookManifests returns the webhook configurations controller-gen wrote for the providers.
+func webhookManifests() []string {
+	var paths []string
+	for _, p := range Providers {
+		path := filepath.Join(RepoRoot(), "config", p, "webhook", "manifests.yaml")
+		if _, err := os.Stat(path); err == nil {
+			paths = append(paths, path)
+		}
+	}
+	return paths
+}
