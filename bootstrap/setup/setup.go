@@ -34,12 +34,12 @@ func Provider() manager.Provider {
 	return manager.Provider{
 		Name:             "talon-bootstrap-manager",
 		AddToScheme:      []func(*runtime.Scheme) error{bootstrapv1.AddToScheme},
-		SetupReconcilers: SetupReconcilers,
+		SetupReconcilers: Reconcilers,
 	}
 }
 
-// SetupReconcilers registers the bootstrap provider's reconcilers with mgr. None reconcile yet:
+// Reconcilers registers the bootstrap provider's reconcilers with mgr. None reconcile yet:
 // the reconcilers arrive with the provider's own issue.
-func SetupReconcilers(_ context.Context, _ ctrl.Manager, _ *manager.Options) error {
+func Reconcilers(_ context.Context, _ ctrl.Manager, _ *manager.Options) error {
 	return nil
 }

@@ -32,14 +32,14 @@ import (
 // Provider returns the control-plane provider's part of a Talon manager.
 func Provider() manager.Provider {
 	return manager.Provider{
-		Name:             "talon-controlplane-manager",
+		Name:             "talon-control-plane-manager",
 		AddToScheme:      []func(*runtime.Scheme) error{controlplanev1.AddToScheme},
-		SetupReconcilers: SetupReconcilers,
+		SetupReconcilers: Reconcilers,
 	}
 }
 
-// SetupReconcilers registers the control-plane provider's reconcilers with mgr. None reconcile yet:
+// Reconcilers registers the control-plane provider's reconcilers with mgr. None reconcile yet:
 // the reconcilers arrive with the provider's own issue.
-func SetupReconcilers(_ context.Context, _ ctrl.Manager, _ *manager.Options) error {
+func Reconcilers(_ context.Context, _ ctrl.Manager, _ *manager.Options) error {
 	return nil
 }

@@ -19,6 +19,7 @@ package manager
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 
@@ -65,6 +66,8 @@ func Main(p Provider) {
 	fs := pflag.CommandLine
 	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
 	opts.AddFlags(fs)
+	// controller-runtime registers --kubeconfig on the standard flag set.
+	fs.AddGoFlagSet(flag.CommandLine)
 	fs.Bool("version", false, "Print the version and exit.")
 	pflag.Parse()
 
@@ -78,6 +81,10 @@ func Main(p Provider) {
 	}
 	ctrl.SetLogger(klog.Background())
 	log := ctrl.Log.WithName("setup")
+	if err := opts.Validate(); err != nil {
+		log.Error(err, "Invalid flags")
+		os.Exit(1)
+	}
 	log.Info("Starting "+p.Name, "version", version.Get().String())
 
 	restConfig, err := ctrl.GetConfig()
@@ -92,12 +99,9 @@ func Main(p Provider) {
 	log.Info("Manager stopped")
 }
 
-// Run builds the provider's manager from opts and runs it until ctx is done. It returns nil
-// after a clean stop.
+// Run builds the provider's manager from opts, which Validate accepted, and runs it until
+// ctx is done. It returns nil after a clean stop.
 func Run(ctx context.Context, p Provider, opts *Options, restConfig *rest.Config) error {
-	if err := opts.Validate(); err != nil {
-		return err
-	}
 	scheme, err := newScheme(p.AddToScheme)
 	if err != nil {
 		return err
@@ -116,6 +120,7 @@ func Run(ctx context.Context, p Provider, opts *Options, restConfig *rest.Config
 		Scheme:                        scheme,
 		LeaderElection:                opts.LeaderElect,
 		LeaderElectionID:              p.Name + "-leader-election",
+		LeaderElectionNamespace:       opts.LeaderElectNamespace,
 		LeaderElectionResourceLock:    resourcelock.LeasesResourceLock,
 		LeaderElectionReleaseOnCancel: true,
 		LeaseDuration:                 &opts.LeaderElectLeaseDuration,
@@ -155,7 +160,7 @@ func Run(ctx context.Context, p Provider, opts *Options, restConfig *rest.Config
 func newScheme(addToScheme []func(*runtime.Scheme) error) (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
 	builders := append([]func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme}, addToScheme...)
-	var errs []error
+	errs := make([]error, 0, len(builders))
 	for _, add := range builders {
 		errs = append(errs, add(scheme))
 	}

@@ -41,6 +41,9 @@ type Options struct {
 	LeaderElectRenewDeadline time.Duration
 	// LeaderElectRetryPeriod is how often Lease actions are retried.
 	LeaderElectRetryPeriod time.Duration
+	// LeaderElectNamespace is where the Lease lives; empty means the manager's own namespace
+	// when it runs in a cluster. A manager run outside a cluster must set it.
+	LeaderElectNamespace string
 
 	// Namespace limits the manager to one namespace; empty watches all namespaces.
 	Namespace string
@@ -101,6 +104,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"How long the leader retries renewing its Lease before it gives up leadership.")
 	fs.DurationVar(&o.LeaderElectRetryPeriod, "leader-elect-retry-period", o.LeaderElectRetryPeriod,
 		"How long to wait between two leader election actions.")
+	fs.StringVar(&o.LeaderElectNamespace, "leader-elect-namespace", o.LeaderElectNamespace,
+		"Namespace of the leader election Lease; defaults to the manager's namespace when it runs in a cluster.")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace,
 		"Namespace to watch; empty watches every namespace.")
 	fs.StringVar(&o.WatchFilter, "watch-filter", o.WatchFilter,

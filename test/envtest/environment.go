@@ -125,19 +125,19 @@ func (e *Environment) WebhookServing() (host string, port int, certDir string) {
 }
 
 // NewNamespace creates a namespace for one test and deletes it when the test ends.
-func (e *Environment) NewNamespace(t testing.TB, prefix string) string {
-	t.Helper()
+func (e *Environment) NewNamespace(tb testing.TB, prefix string) string {
+	tb.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := e.Client.Create(ctx, ns); err != nil {
-		t.Fatalf("Failed to create namespace: %v", err)
+		tb.Fatalf("Failed to create namespace: %v", err)
 	}
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := e.Client.Delete(ctx, ns); err != nil {
-			t.Logf("Failed to delete namespace %s: %v", ns.Name, err)
+			tb.Logf("Failed to delete namespace %s: %v", ns.Name, err)
 		}
 	})
 	return ns.Name

@@ -59,8 +59,8 @@ type Manager struct {
 // StartManager starts a manager against the plane, serving webhooks where the API server
 // calls them, and stops it when the test ends. Run one at a time per test process: all
 // managers share the webhook port.
-func (e *Environment) StartManager(t testing.TB, opts ManagerOptions) *Manager {
-	t.Helper()
+func (e *Environment) StartManager(tb testing.TB, opts ManagerOptions) *Manager {
+	tb.Helper()
 	host, port, certDir := e.WebhookServing()
 	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
 		Scheme:  e.Scheme,
@@ -76,7 +76,7 @@ func (e *Environment) StartManager(t testing.TB, opts ManagerOptions) *Manager {
 		}),
 	})
 	if err != nil {
-		t.Fatalf("Failed to create manager: %v", err)
+		tb.Fatalf("Failed to create manager: %v", err)
 	}
 
 	ctx, cancel := context.WithCancel(ctrl.LoggerInto(context.Background(), ctrl.Log.WithName("test-manager")))
@@ -84,33 +84,33 @@ func (e *Environment) StartManager(t testing.TB, opts ManagerOptions) *Manager {
 	if opts.CoreReconcilers {
 		if m.ClusterCache, err = setupCoreReconcilers(ctx, mgr); err != nil {
 			cancel()
-			t.Fatalf("Failed to set up Cluster API's core reconcilers: %v", err)
+			tb.Fatalf("Failed to set up Cluster API's core reconcilers: %v", err)
 		}
 	}
 	if opts.Setup != nil {
 		if err := opts.Setup(ctx, mgr); err != nil {
 			cancel()
-			t.Fatalf("Failed to set up the reconcilers under test: %v", err)
+			tb.Fatalf("Failed to set up the reconcilers under test: %v", err)
 		}
 	}
 
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		cancel()
 		select {
 		case err := <-done:
 			if err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("Manager stopped with an error: %v", err)
+				tb.Errorf("Manager stopped with an error: %v", err)
 			}
 		case <-time.After(30 * time.Second):
-			t.Errorf("Manager did not stop within 30s")
+			tb.Errorf("Manager did not stop within 30s")
 		}
 	})
 	syncCtx, syncCancel := context.WithTimeout(ctx, 30*time.Second)
 	defer syncCancel()
 	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
-		t.Fatalf("Manager caches did not sync within 30s")
+		tb.Fatalf("Manager caches did not sync within 30s")
 	}
 	return m
 }

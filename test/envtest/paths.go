@@ -18,6 +18,7 @@ package envtest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -36,7 +37,10 @@ var Providers = []string{"bootstrap", "controlplane", "infrastructure"}
 
 // RepoRoot returns the root of the Talon repository this package was built from.
 func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		panic("cannot locate the envtest package's source file")
+	}
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
@@ -64,7 +68,7 @@ func Binary(name string) (string, error) {
 
 // ModuleDir returns the directory of a module this repository depends on, as go list sees it.
 func ModuleDir(module string) (string, error) {
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
+	cmd := exec.CommandContext(context.Background(), "go", "list", "-m", "-f", "{{.Dir}}", module)
 	cmd.Dir = RepoRoot()
 	out, err := cmd.Output()
 	if err != nil {
@@ -94,7 +98,7 @@ func Kustomize(dir string) ([]byte, error) {
 		return nil, err
 	}
 	var stderr bytes.Buffer
-	cmd := exec.Command(kustomize, "build", filepath.Join(RepoRoot(), dir))
+	cmd := exec.CommandContext(context.Background(), kustomize, "build", filepath.Join(RepoRoot(), dir))
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {

@@ -50,14 +50,14 @@ func Run(m *testing.M) int {
 }
 
 // Get returns the package's shared management plane, started by Run.
-func Get(t testing.TB) *Environment {
-	t.Helper()
+func Get(tb testing.TB) *Environment {
+	tb.Helper()
 	if startFail {
-		t.Fatalf("The test management plane failed to start: %v", startErr)
+		tb.Fatalf("The test management plane failed to start: %v", startErr)
 	}
-	require.Layer(t, Layer, startErr)
+	require.Layer(tb, Layer, startErr)
 	if shared == nil {
-		t.Fatal("envtest.Get called without envtest.Run in TestMain")
+		tb.Fatal("envtest.Get called without envtest.Run in TestMain")
 	}
 	return shared
 }

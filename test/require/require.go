@@ -36,13 +36,13 @@ func Required(layer string) bool {
 
 // Layer lets t run when unavailable is nil. Otherwise it fails t if the layer is required,
 // and skips t with the reason if not.
-func Layer(t testing.TB, layer string, unavailable error) {
-	t.Helper()
+func Layer(tb testing.TB, layer string, unavailable error) {
+	tb.Helper()
 	if unavailable == nil {
 		return
 	}
 	if Required(layer) {
-		t.Fatalf("The %s layer is required (%s=%s) but cannot run: %v", layer, EnvVar, os.Getenv(EnvVar), unavailable)
+		tb.Fatalf("The %s layer is required (%s=%s) but cannot run: %v", layer, EnvVar, os.Getenv(EnvVar), unavailable)
 	}
-	t.Skipf("Skipping: the %s layer cannot run here: %v (list it in %s to make this a failure)", layer, unavailable, EnvVar)
+	tb.Skipf("Skipping: the %s layer cannot run here: %v (list it in %s to make this a failure)", layer, unavailable, EnvVar)
 }

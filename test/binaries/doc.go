@@ -1,0 +1,21 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package binaries tests Talon's programs as a user runs them: it builds the three managers
+// and the talon CLI with "go build", starts each manager as a separate process against the
+// test management plane, and checks what an operator sees (health, readiness, metrics,
+// leader election, a clean stop on SIGTERM).
+package binaries

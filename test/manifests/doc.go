@@ -1,0 +1,21 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package manifests tests the release artifacts "make release-manifests" writes into out/,
+// as clusterctl and an API server see them: clusterctl's own variable processing, the
+// provider contract (one Namespace, a Deployment whose container is "manager", provider and
+// contract labels, metadata.yaml), and a server-side dry-run apply against a real API server.
+package manifests
