@@ -14,9 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package setup wires the bootstrap provider into a manager: the API types it serves and the
-// reconcilers and webhooks it runs. The provider's main and its envtest suites share it, so
-// that tests run the same wiring as production. It holds no reconciliation logic.
 package setup
 
 import (

@@ -14,9 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package feature holds Talon's feature gates, set on every manager with --feature-gates.
-// Gates guard behaviour that is not yet on by default; each one is declared here with its
-// maturity so that all three managers agree on the same set.
 package feature
 
 import (

@@ -14,8 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package version reports the build of a Talon binary. The Makefile sets the variables
-// with -ldflags; a plain "go build" reports "dev".
 package version
 
 import (

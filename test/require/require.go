@@ -14,9 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package require decides what a test does when a layer it needs (envtest, docker, netns,
-// qemu) cannot run on this machine: skip with the reason, or fail when the layer is listed
-// in TALON_REQUIRE, so that CI never passes by silently skipping what it must run.
 package require
 
 import (

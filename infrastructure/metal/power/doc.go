@@ -1,0 +1,22 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package power controls bare-metal hosts through their BMCs, Redfish or IPMI, behind one
+// interface: power on, off and cycle, power state, and one-time boot device. Credentials come
+// only from Secrets and never reach logs, events or status.
+//
+// Empty until the bare-metal infrastructure issue lands.
+package power
