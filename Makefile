@@ -61,6 +61,7 @@ generate: $(CONTROLLER_GEN) ## Generate deep copies, CRDs and RBAC roles from th
 		rm -f config/$$p/crd/bases/*.yaml; \
 		$(CONTROLLER_GEN) crd paths=./api/$$p/... output:crd:dir=config/$$p/crd/bases; \
 		$(CONTROLLER_GEN) rbac:roleName=manager-role paths="{./internal/manager/...,./$$p/...}" output:rbac:dir=config/$$p/rbac; \
+		$(CONTROLLER_GEN) webhook paths=./$$p/... output:webhook:dir=config/$$p/webhook; \
 		echo "Generated CRDs and RBAC of the $$p provider"; \
 	done
 	gofmt -s -w api internal cmd bootstrap controlplane infrastructure test

@@ -18,11 +18,16 @@ package setup
 
 import (
 	"context"
+	"errors"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
+	"github.com/talon-capi/talon/bootstrap/reconcilers/clientconfig"
+	"github.com/talon-capi/talon/bootstrap/reconcilers/talosconfig"
+	"github.com/talon-capi/talon/bootstrap/webhooks"
 	"github.com/talon-capi/talon/internal/manager"
 )
 
@@ -32,11 +37,23 @@ func Provider() manager.Provider {
 		Name:             "talon-bootstrap-manager",
 		AddToScheme:      []func(*runtime.Scheme) error{bootstrapv1.AddToScheme},
 		SetupReconcilers: Reconcilers,
+		SetupWebhooks:    Webhooks,
 	}
 }
 
-// Reconcilers registers the bootstrap provider's reconcilers with mgr. None reconcile yet:
-// the reconcilers arrive with the provider's own issue.
-func Reconcilers(_ context.Context, _ ctrl.Manager, _ *manager.Options) error {
-	return nil
+// Reconcilers registers the TalosConfig reconciler and the talosconfig Secret reconciler.
+func Reconcilers(ctx context.Context, mgr ctrl.Manager, opts *manager.Options) error {
+	options := controller.Options{MaxConcurrentReconciles: opts.Concurrency}
+	return errors.Join(
+		(&talosconfig.Reconciler{Client: mgr.GetClient(), WatchFilterValue: opts.WatchFilter}).SetupWithManager(ctx, mgr, options),
+		(&clientconfig.Reconciler{Client: mgr.GetClient(), WatchFilterValue: opts.WatchFilter}).SetupWithManager(ctx, mgr, options),
+	)
+}
+
+// Webhooks registers the validating webhooks of TalosConfig and TalosConfigTemplate.
+func Webhooks(mgr ctrl.Manager) error {
+	return errors.Join(
+		(&webhooks.TalosConfig{}).SetupWebhookWithManager(mgr),
+		(&webhooks.TalosConfigTemplate{}).SetupWebhookWithManager(mgr),
+	)
 }

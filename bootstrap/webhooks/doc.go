@@ -14,9 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package webhooks holds the defaulting and validating webhooks of TalosConfig and
-// TalosConfigTemplate: malformed patches and unsupported versions are refused at admission
-// with a message a person can act on.
-//
-// Empty until the bootstrap provider's issue lands.
+// Package webhooks holds the validating webhooks of TalosConfig and TalosConfigTemplate. A
+// spec is refused at admission, with a message naming the field, when no node could get a
+// valid config from it: an unsupported talosVersion, generateType and data that do not go
+// together, patches that do not parse or do not apply to a config of the requested version.
+// A TalosConfig's spec is immutable once its data Secret exists. Dry-run requests of the
+// ClusterClass topology controller pass, as Cluster API's contract asks.
 package webhooks

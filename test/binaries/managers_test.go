@@ -116,6 +116,8 @@ func TestManagersServeHealthAndStopOnSIGTERM(t *testing.T) {
 			ctx := t.Context()
 			ns := env.NewNamespace(t, "leases")
 			health, diagnostics, webhook := freePort(t), freePort(t), freePort(t)
+			// Serve webhooks with the certificate envtest made for the test process.
+			_, _, certDir := env.WebhookServing()
 			var logs strings.Builder
 			cmd := exec.CommandContext(context.Background(), filepath.Join(bin, name+"-manager"),
 				"--kubeconfig="+kubeconfigPath,
@@ -123,6 +125,7 @@ func TestManagersServeHealthAndStopOnSIGTERM(t *testing.T) {
 				"--diagnostics-address=127.0.0.1:"+strconv.Itoa(diagnostics),
 				"--insecure-diagnostics",
 				"--webhook-port="+strconv.Itoa(webhook),
+				"--webhook-cert-dir="+certDir,
 				"--leader-elect",
 				"--leader-elect-namespace="+ns,
 			)

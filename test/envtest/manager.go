@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,6 +50,9 @@ type ManagerOptions struct {
 	Setup func(ctx context.Context, mgr ctrl.Manager) error
 }
 
+// managerCount numbers the managers a test process starts.
+var managerCount atomic.Int64
+
 // Manager is a controller-runtime manager running in the test process.
 type Manager struct {
 	ctrl.Manager
@@ -67,8 +71,9 @@ func (e *Environment) StartManager(tb testing.TB, opts ManagerOptions) *Manager 
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		// Tests start several managers in one process, each with the same controller names.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		Cache:      capisetup.ManagerCacheOptions(e.Scheme, "talon-test", "", 10*time.Minute),
-		Client:     capisetup.ManagerClientOptions(),
+		// Informer names must be unique in a process, and tests restart managers.
+		Cache:  capisetup.ManagerCacheOptions(e.Scheme, fmt.Sprintf("talon-test-%d", managerCount.Add(1)), "", 10*time.Minute),
+		Client: capisetup.ManagerClientOptions(),
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host:    host,
 			Port:    port,

@@ -18,18 +18,46 @@ package v1beta1
 
 import clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
-// Conditions and reasons of a TalosConfig.
+// Conditions of a TalosConfig. Ready summarises them and is mirrored onto the Machine.
 const (
 	// TalosConfigReadyCondition is true when the machine config is rendered, validated and stored.
-	// Cluster API mirrors it onto the Machine.
 	TalosConfigReadyCondition = clusterv1.ReadyCondition
 
 	// TalosConfigDataSecretAvailableCondition is true when the bootstrap data Secret exists.
+	// While it is false, its reason says what the TalosConfig waits for or what is wrong.
 	TalosConfigDataSecretAvailableCondition = "DataSecretAvailable"
 
-	// TalosConfigDataSecretAvailableReason is the reason of a true DataSecretAvailable condition.
-	TalosConfigDataSecretAvailableReason = clusterv1.AvailableReason
+	// TalosConfigPausedCondition is true while the TalosConfig or its Cluster is paused.
+	TalosConfigPausedCondition = clusterv1.PausedCondition
+)
 
-	// TalosConfigDataSecretNotAvailableReason is the reason of a false DataSecretAvailable condition.
-	TalosConfigDataSecretNotAvailableReason = clusterv1.NotAvailableReason
+// Reasons of the DataSecretAvailable condition.
+const (
+	// DataSecretAvailableReason: the bootstrap data Secret exists.
+	DataSecretAvailableReason = clusterv1.AvailableReason
+
+	// WaitingForOwnerReason: no Machine or MachinePool owns the TalosConfig yet.
+	WaitingForOwnerReason = "WaitingForOwner"
+
+	// WaitingForClusterReason: the Cluster named by the cluster-name label does not exist yet.
+	WaitingForClusterReason = "WaitingForCluster"
+
+	// WaitingForInfrastructureReason: the Cluster's infrastructure is not provisioned yet.
+	WaitingForInfrastructureReason = "WaitingForInfrastructure"
+
+	// WaitingForControlPlaneEndpointReason: the Cluster has no control-plane endpoint yet.
+	WaitingForControlPlaneEndpointReason = "WaitingForControlPlaneEndpoint"
+
+	// InvalidConfigReason: the spec cannot produce a config a Talos node would accept (a
+	// patch does not apply, the version is unknown, the config fails validation); the message
+	// says what to fix. Nothing is written until it is fixed.
+	InvalidConfigReason = "InvalidConfig"
+
+	// SecretsBundleUnavailableReason: the Cluster's secrets bundle cannot be read or is
+	// missing while the cluster's CA still exists; Talon does not create a second one, as
+	// that would split the cluster's identity.
+	SecretsBundleUnavailableReason = "SecretsBundleUnavailable"
+
+	// InternalErrorReason: an unexpected error, such as a failed API call, that is retried.
+	InternalErrorReason = clusterv1.InternalErrorReason
 )

@@ -17,15 +17,106 @@ limitations under the License.
 package v1beta1
 
 import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// GenerateType says which kind of Talos machine config a TalosConfig renders.
+// +kubebuilder:validation:Enum=controlplane;worker;none
+type GenerateType string
+
+const (
+	// GenerateTypeControlPlane renders the config of a control-plane node.
+	GenerateTypeControlPlane GenerateType = "controlplane"
+	// GenerateTypeWorker renders the config of a worker node.
+	GenerateTypeWorker GenerateType = "worker"
+	// GenerateTypeNone renders nothing: spec.data is the complete config, used as it is.
+	GenerateTypeNone GenerateType = "none"
+)
+
+// HostnameSource says where a node's hostname comes from.
+// +kubebuilder:validation:Enum=MachineName;InfrastructureName
+type HostnameSource string
+
+const (
+	// HostnameSourceMachineName names the node after its Cluster API Machine.
+	HostnameSourceMachineName HostnameSource = "MachineName"
+	// HostnameSourceInfrastructureName names the node after its infrastructure machine
+	// (e.g. the TalosDockerMachine).
+	HostnameSourceInfrastructureName HostnameSource = "InfrastructureName"
+)
+
 // TalosConfigSpec describes the Talos machine config to render for one Machine.
-//
-// The foundation defines the contract surface; the rendering fields (generateType,
-// talosVersion, configPatches, strategicPatches, hostname, data) arrive with the bootstrap
-// provider's reconciler.
-type TalosConfigSpec struct{}
+type TalosConfigSpec struct {
+	// generateType is the kind of config to render: controlplane, worker, or none to use
+	// spec.data as it is.
+	// +required
+	GenerateType GenerateType `json:"generateType,omitempty"`
+
+	// talosVersion is the Talos version the config is rendered for, as a version contract
+	// such as v1.13 (a patch version like v1.13.2 is accepted and means v1.13). Nodes accept
+	// configs of their own version and older; the default is the newest version Talon knows.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^v?\d+\.\d+(\.\d+)?$`
+	// +kubebuilder:validation:MaxLength=32
+	TalosVersion string `json:"talosVersion,omitempty"`
+
+	// configPatches are RFC 6902 JSON patches applied to the generated config, in order.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	ConfigPatches []ConfigPatch `json:"configPatches,omitempty"`
+
+	// strategicPatches are strategic-merge patches applied after configPatches, in order.
+	// Each is YAML and may hold several documents, e.g. a v1alpha1 patch and a
+	// HostnameConfig or other multi-document config.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=1048576
+	StrategicPatches []string `json:"strategicPatches,omitempty"`
+
+	// hostname sets the node's hostname from its Machine or infrastructure machine; when
+	// unset, Talos picks the hostname itself.
+	// +optional
+	Hostname HostnameSpec `json:"hostname,omitempty,omitzero"`
+
+	// data is a complete Talos machine config, used when generateType is none.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1048576
+	Data string `json:"data,omitempty"`
+}
+
+// ConfigPatch is one RFC 6902 JSON patch operation.
+type ConfigPatch struct {
+	// op is the operation: add, remove, replace, move, copy or test.
+	// +required
+	// +kubebuilder:validation:Enum=add;remove;replace;move;copy;test
+	Op string `json:"op,omitempty"`
+
+	// path is the JSON pointer the operation applies to, e.g. /machine/network/hostname.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Path string `json:"path,omitempty"`
+
+	// from is the source JSON pointer of move and copy.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	From string `json:"from,omitempty"`
+
+	// value is the value of add, replace and test.
+	// +optional
+	Value *apiextensionsv1.JSON `json:"value,omitempty"`
+}
+
+// HostnameSpec sets where the node's hostname comes from.
+// +kubebuilder:validation:MinProperties=1
+type HostnameSpec struct {
+	// source is MachineName or InfrastructureName.
+	// +optional
+	Source HostnameSource `json:"source,omitempty"`
+}
 
 // TalosConfigStatus is the observed state of a TalosConfig, as the Cluster API v1beta2
 // BootstrapConfig contract defines it.
@@ -68,6 +159,7 @@ type TalosConfigInitializationStatus struct {
 // +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",description="Cluster the config belongs to"
+// +kubebuilder:printcolumn:name="Type",type="string",JSONPath=".spec.generateType",description="Kind of machine config"
 // +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Whether the machine config is rendered and stored"
 // +kubebuilder:printcolumn:name="Data Secret",type="string",JSONPath=".status.dataSecretName",description="Secret that holds the machine config",priority=10
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp",description="Time since creation"
@@ -81,7 +173,7 @@ type TalosConfig struct {
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is the desired machine config.
-	// +optional
+	// +required
 	Spec TalosConfigSpec `json:"spec,omitempty,omitzero"`
 
 	// status is the observed state of the TalosConfig.

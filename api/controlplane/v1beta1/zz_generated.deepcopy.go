@@ -241,7 +241,7 @@ func (in *TalosControlPlaneSpec) DeepCopyInto(out *TalosControlPlaneSpec) {
 		**out = **in
 	}
 	in.MachineTemplate.DeepCopyInto(&out.MachineTemplate)
-	out.ControlPlaneConfig = in.ControlPlaneConfig
+	in.ControlPlaneConfig.DeepCopyInto(&out.ControlPlaneConfig)
 	in.Rollout.DeepCopyInto(&out.Rollout)
 }
 
@@ -420,7 +420,7 @@ func (in *TalosControlPlaneTemplateResource) DeepCopy() *TalosControlPlaneTempla
 func (in *TalosControlPlaneTemplateResourceSpec) DeepCopyInto(out *TalosControlPlaneTemplateResourceSpec) {
 	*out = *in
 	in.MachineTemplate.DeepCopyInto(&out.MachineTemplate)
-	out.ControlPlaneConfig = in.ControlPlaneConfig
+	in.ControlPlaneConfig.DeepCopyInto(&out.ControlPlaneConfig)
 	in.Rollout.DeepCopyInto(&out.Rollout)
 }
 

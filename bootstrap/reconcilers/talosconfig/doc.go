@@ -14,10 +14,13 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package talosconfig holds the TalosConfig reconciler: it waits for a Machine, its Cluster,
-// provisioned infrastructure and a control-plane endpoint, creates the cluster's secrets
-// bundle once, renders and validates the Machine's Talos config through configgen, and
-// stores it in the bootstrap data Secret. It does not call Talos machinery itself.
+// Package talosconfig holds the TalosConfig reconciler. For each TalosConfig owned by a
+// Machine or MachinePool it waits, with a condition saying what for, until the Cluster's
+// infrastructure is provisioned and it has a control-plane endpoint; then it takes the
+// Cluster's secrets bundle (creating it once, the first time any TalosConfig of the cluster
+// needs it), renders and validates the machine config through configgen, and writes the
+// bootstrap data Secret once.
 //
-// Empty until the bootstrap provider's issue lands.
+// It does not call Talos machinery itself, and never rewrites a data Secret: changes reach
+// machines by rollout.
 package talosconfig

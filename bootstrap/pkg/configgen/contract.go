@@ -1,0 +1,59 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package configgen
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/siderolabs/talos/pkg/machinery/config"
+)
+
+var (
+	// OldestContract is the oldest Talos version Talon renders configs for.
+	OldestContract = config.TalosVersion1_10
+
+	// NewestContract is the newest Talos version Talon renders configs for: the version of
+	// the Talos machinery library it is built with.
+	NewestContract = config.TalosVersion1_13
+)
+
+// DefaultTalosVersion is the contract used when a TalosConfig names none.
+func DefaultTalosVersion() string {
+	return NewestContract.String()
+}
+
+// ParseContract turns a talosVersion such as "v1.12" or "1.12.3" into a version contract,
+// refusing versions Talon cannot render for. An empty version means NewestContract.
+func ParseContract(talosVersion string) (*config.VersionContract, error) {
+	if talosVersion == "" {
+		return NewestContract, nil
+	}
+	v := talosVersion
+	if !strings.HasPrefix(v, "v") {
+		v = "v" + v
+	}
+	contract, err := config.ParseContractFromVersion(v)
+	if err != nil {
+		return nil, fmt.Errorf("talosVersion %q is not a Talos version like v1.13: %w", talosVersion, err)
+	}
+	if contract.Greater(NewestContract) || OldestContract.Greater(contract) {
+		return nil, fmt.Errorf("talosVersion %q is not supported: Talon renders configs for Talos %s to %s",
+			talosVersion, OldestContract, NewestContract)
+	}
+	return contract, nil
+}

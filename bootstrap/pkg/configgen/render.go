@@ -1,0 +1,193 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package configgen
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/siderolabs/talos/pkg/machinery/config/validation"
+
+	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
+)
+
+// Cluster is what every machine config of one cluster shares.
+type Cluster struct {
+	// Name is the Cluster's name.
+	Name string
+	// Endpoint is the control-plane endpoint as host and port.
+	Endpoint Endpoint
+	// KubernetesVersion is the version of the node's Kubernetes components, e.g. v1.36.3.
+	KubernetesVersion string
+	// PodCIDRs and ServiceCIDRs are the cluster's networks; empty means Talos' defaults.
+	PodCIDRs []string
+	// ServiceCIDRs are the networks of Kubernetes Services.
+	ServiceCIDRs []string
+	// DNSDomain is the cluster's DNS domain; empty means cluster.local.
+	DNSDomain string
+}
+
+// Endpoint is a control-plane endpoint.
+type Endpoint struct {
+	Host string
+	Port int32
+}
+
+// URL returns the endpoint as Talos expects it, https://host:port.
+func (e Endpoint) URL() string {
+	return "https://" + net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port)))
+}
+
+// Machine is what is particular to one machine's config.
+type Machine struct {
+	// Spec is the TalosConfig spec to render.
+	Spec bootstrapv1.TalosConfigSpec
+	// Hostname is the node's hostname; empty leaves it to Talos.
+	Hostname string
+	// Mode is the runtime the node runs in, for validation.
+	Mode Mode
+	// InstallDisk is the disk a metal node installs Talos to, e.g. /dev/sda; empty leaves it
+	// to the spec's patches, which must then set machine.install.disk or a disk selector.
+	InstallDisk string
+}
+
+// Render renders and validates the machine config of one machine of cluster from the
+// cluster's secrets bundle: generate for the requested contract, then the JSON patches,
+// the strategic patches and the hostname. It returns the config as the node receives it.
+func Render(bundle *secrets.Bundle, cluster Cluster, m Machine) ([]byte, error) {
+	if m.Spec.GenerateType == bootstrapv1.GenerateTypeNone {
+		return renderData(m)
+	}
+	contract, err := ParseContract(m.Spec.TalosVersion)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := generateConfig(bundle, cluster, m, contract)
+	if err != nil {
+		return nil, err
+	}
+	patches, err := loadPatches(m.Spec)
+	if err != nil {
+		return nil, err
+	}
+	if m.Hostname != "" {
+		hostnamePatch, err := hostnamePatch(m.Hostname, contract)
+		if err != nil {
+			return nil, err
+		}
+		patches = append(patches, hostnamePatch)
+	}
+	patched, err := applyPatches(cfg, patches)
+	if err != nil {
+		return nil, err
+	}
+	data, err := patched.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
+	if err != nil {
+		return nil, fmt.Errorf("failed to encode the patched config: %w", err)
+	}
+	return validate(data, m.Mode)
+}
+
+// renderData checks a complete config given as spec.data.
+func renderData(m Machine) ([]byte, error) {
+	if m.Spec.Data == "" {
+		return nil, errors.New("generateType none needs the complete machine config in spec.data")
+	}
+	return validate([]byte(m.Spec.Data), m.Mode)
+}
+
+func generateConfig(bundle *secrets.Bundle, cluster Cluster, m Machine, contract *config.VersionContract) (config.Provider, error) {
+	generateType := m.Spec.GenerateType
+	var machineType machine.Type
+	switch generateType {
+	case bootstrapv1.GenerateTypeControlPlane:
+		machineType = machine.TypeControlPlane
+	case bootstrapv1.GenerateTypeWorker:
+		machineType = machine.TypeWorker
+	default:
+		return nil, fmt.Errorf("unknown generateType %q: use controlplane, worker or none", generateType)
+	}
+	if cluster.Endpoint.Host == "" || cluster.Endpoint.Port == 0 {
+		return nil, errors.New("the cluster has no control-plane endpoint")
+	}
+	if err := checkCIDRs(cluster); err != nil {
+		return nil, err
+	}
+
+	opts := []generate.Option{
+		generate.WithSecretsBundle(bundle),
+		generate.WithVersionContract(contract),
+	}
+	if cluster.DNSDomain != "" {
+		opts = append(opts, generate.WithDNSDomain(cluster.DNSDomain))
+	}
+	if m.InstallDisk != "" {
+		opts = append(opts, generate.WithInstallDisk(m.InstallDisk))
+	}
+	input, err := generate.NewInput(cluster.Name, cluster.Endpoint.URL(), strings.TrimPrefix(cluster.KubernetesVersion, "v"), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("invalid generation input: %w", err)
+	}
+	if len(cluster.PodCIDRs) > 0 {
+		input.PodNet = cluster.PodCIDRs
+	}
+	if len(cluster.ServiceCIDRs) > 0 {
+		input.ServiceNet = cluster.ServiceCIDRs
+	}
+	cfg, err := input.Config(machineType)
+	if err != nil {
+		return nil, fmt.Errorf("failed to generate %s config: %w", generateType, err)
+	}
+	return cfg, nil
+}
+
+func checkCIDRs(cluster Cluster) error {
+	var errs []error
+	for _, cidr := range append(append([]string{}, cluster.PodCIDRs...), cluster.ServiceCIDRs...) {
+		if _, err := netip.ParsePrefix(cidr); err != nil {
+			errs = append(errs, fmt.Errorf("the Cluster's network %q is not a CIDR like 10.244.0.0/16", cidr))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// validate loads the final config the way a node does and validates it for mode; it
+// returns the config re-encoded in Talos' canonical form.
+func validate(data []byte, mode Mode) ([]byte, error) {
+	cfg, err := configloader.NewFromBytes(data)
+	if err != nil {
+		return nil, fmt.Errorf("the machine config does not load: %w", err)
+	}
+	if _, err := cfg.Validate(mode, validation.WithLocal()); err != nil {
+		return nil, fmt.Errorf("the machine config is not valid for a %s node: %s", mode, oneLine(err))
+	}
+	out, err := cfg.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
+	if err != nil {
+		return nil, fmt.Errorf("failed to encode the machine config: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,93 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package configgen
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
+)
+
+// testBundle is one bundle per test binary: creating one costs about a second of CPU.
+var testBundle = sync.OnceValue(func() *secrets.Bundle {
+	b, err := NewBundle("", time.Now())
+	if err != nil {
+		panic(err)
+	}
+	return b
+})
+
+var testCluster = Cluster{
+	Name:              "demo",
+	Endpoint:          Endpoint{Host: "10.5.0.2", Port: 6443},
+	KubernetesVersion: "v1.36.3",
+	PodCIDRs:          []string{"10.244.0.0/16"},
+	ServiceCIDRs:      []string{"10.96.0.0/12"},
+	DNSDomain:         "demo.local",
+}
+
+func jsonValue(s string) *apiextensionsv1.JSON {
+	return &apiextensionsv1.JSON{Raw: []byte(s)}
+}
+
+func TestRenderAcrossContracts(t *testing.T) {
+	for _, version := range []string{"v1.11", "v1.12", "v1.13"} {
+		for _, generateType := range []bootstrapv1.GenerateType{bootstrapv1.GenerateTypeControlPlane, bootstrapv1.GenerateTypeWorker} {
+			for _, mode := range []Mode{ModeMetal, ModeContainer} {
+				t.Run(version+"/"+string(generateType)+"/"+string(mode), func(t *testing.T) {
+					g := NewWithT(t)
+					spec := bootstrapv1.TalosConfigSpec{
+						GenerateType: generateType,
+						TalosVersion: version,
+						ConfigPatches: []bootstrapv1.ConfigPatch{
+							{Op: "add", Path: "/machine/sysctls", Value: jsonValue(`{"vm.max_map_count":"262144"}`)},
+						},
+						StrategicPatches: []string{
+							"machine:\n  kubelet:\n    extraArgs:\n      max-pods: \"150\"\n",
+							// Several documents in one patch: a v1alpha1 change and a new document.
+							"machine:\n  time:\n    servers: [time.cloudflare.com]\n---\napiVersion: v1alpha1\nkind: ResolverConfig\nnameservers:\n  - address: 1.1.1.1\n",
+						},
+					}
+					out, err := Render(testBundle(), testCluster, Machine{Spec: spec, Hostname: "demo-cp-0", Mode: mode, InstallDisk: "/dev/vda"})
+					g.Expect(err).NotTo(HaveOccurred())
+
+					cfg, err := configloader.NewFromBytes(out)
+					g.Expect(err).NotTo(HaveOccurred())
+					g.Expect(cfg.Machine().Type().String()).To(Equal(string(generateType)))
+					g.Expect(cfg.Cluster().Endpoint().String()).To(Equal("https://10.5.0.2:6443"))
+					g.Expect(cfg.Cluster().Network().PodCIDRs()).To(Equal(testCluster.PodCIDRs))
+					g.Expect(cfg.Cluster().Network().ServiceCIDRs()).To(Equal(testCluster.ServiceCIDRs))
+					g.Expect(cfg.Cluster().Network().DNSDomain()).To(Equal("demo.local"))
+					g.Expect(cfg.Machine().Kubelet().Image()).To(HaveSuffix(":v1.36.3"))
+					g.Expect(cfg.Machine().Sysctls()).To(HaveKeyWithValue("vm.max_map_count", "262144"))
+					g.Expect(cfg.Machine().Kubelet().ExtraArgs()).To(HaveKeyWithValue("max-pods", []string{"150"}))
+					g.Expect(cfg.NetworkTimeSyncConfig().Servers()).To(ConsistOf("time.cloudflare.com"))
+					g.Expect(cfg.NetworkHostnameConfig()).NotTo(BeNil())
+					g.Expect(cfg.NetworkHostnameConfig().Hostname()).To(Equal("demo-cp-0"))
+					g.Expect(cfg.Machine().Security().IssuingCA().Crt).To(Equal(testBundle().Certs.OS.Crt))
+				})
+			}
+		}
+	}
+}

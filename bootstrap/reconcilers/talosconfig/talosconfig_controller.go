@@ -1,0 +1,222 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package talosconfig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	capicontrollerutil "sigs.k8s.io/cluster-api/util/controller"
+	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/paused"
+	"sigs.k8s.io/cluster-api/util/predicates"
+
+	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
+	"github.com/talon-capi/talon/bootstrap/pkg/clustersecrets"
+	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
+)
+
+// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=talosconfigs;talosconfigs/status,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status;machines;machines/status;machinepools;machinepools/status,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
+
+// Reconciler renders the machine config of each TalosConfig into its bootstrap data Secret.
+type Reconciler struct {
+	// Client reads Secrets from the API server (not a cache), so that every reconcile sees
+	// the cluster's secrets bundle as soon as it exists.
+	Client client.Client
+
+	// WatchFilterValue limits reconciliation to objects labelled with it.
+	WatchFilterValue string
+}
+
+// SetupWithManager registers the reconciler with mgr.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
+	if r.Client == nil {
+		return errors.New("talosconfig reconciler needs a Client")
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("controller", "talosconfig")
+	err := capicontrollerutil.NewControllerManagedBy(mgr, log).
+		For(&bootstrapv1.TalosConfig{}).
+		WithOptions(options).
+		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
+		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToTalosConfig)).
+		Watches(&clusterv1.MachinePool{}, handler.EnqueueRequestsFromMapFunc(machinePoolToTalosConfig)).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToPendingTalosConfigs),
+			predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
+		Complete(ctx, r)
+	if err != nil {
+		return fmt.Errorf("failed to set up the talosconfig controller: %w", err)
+	}
+	return nil
+}
+
+// Reconcile renders one TalosConfig.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	log := ctrl.LoggerFrom(ctx)
+	config := &bootstrapv1.TalosConfig{}
+	if err := r.Client.Get(ctx, req.NamespacedName, config); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if !config.DeletionTimestamp.IsZero() {
+		// The data Secret is owned by the TalosConfig and goes with it.
+		return ctrl.Result{}, nil
+	}
+
+	patchHelper, err := patch.NewHelper(config, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		summarize(config)
+		if err := patchHelper.Patch(ctx, config, patch.WithOwnedConditions{Conditions: []string{
+			bootstrapv1.TalosConfigReadyCondition,
+			bootstrapv1.TalosConfigDataSecretAvailableCondition,
+			bootstrapv1.TalosConfigPausedCondition,
+		}}); err != nil {
+			reterr = errors.Join(reterr, fmt.Errorf("failed to patch TalosConfig %s: %w", klog.KObj(config), err))
+		}
+	}()
+
+	owner, err := getConfigOwner(ctx, r.Client, config)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if owner == nil {
+		log.V(4).Info("Waiting for a Machine or MachinePool to own the TalosConfig")
+		setWaiting(config, bootstrapv1.WaitingForOwnerReason, "Waiting for a Machine or MachinePool to own this TalosConfig")
+		return ctrl.Result{}, nil
+	}
+	log = log.WithValues(owner.kind, klog.KRef(config.Namespace, owner.name))
+
+	cluster := &clusterv1.Cluster{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: config.Namespace, Name: owner.clusterName}, cluster); err != nil {
+		if apierrors.IsNotFound(err) {
+			log.Info("Waiting for the Cluster", "Cluster", owner.clusterName)
+			setWaiting(config, bootstrapv1.WaitingForClusterReason, fmt.Sprintf("Waiting for Cluster %s", owner.clusterName))
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	log = log.WithValues("Cluster", klog.KObj(cluster))
+	ctx = ctrl.LoggerInto(ctx, log)
+
+	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, config); err != nil || isPaused || requeue {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.reconcileNormal(ctx, config, owner, cluster)
+}
+
+// reconcileNormal writes the data Secret once the cluster is ready for it.
+func (r *Reconciler) reconcileNormal(ctx context.Context, config *bootstrapv1.TalosConfig, owner *configOwner, cluster *clusterv1.Cluster) error {
+	log := ctrl.LoggerFrom(ctx)
+	secretName := DataSecretName(config.Name)
+
+	// The Secret is the truth: status does not survive "clusterctl move", the Secret does.
+	existing := &corev1.Secret{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: config.Namespace, Name: secretName}, existing)
+	switch {
+	case err == nil:
+		setDataSecretCreated(config, secretName)
+		return nil
+	case !apierrors.IsNotFound(err):
+		setInternalError(config, err)
+		return fmt.Errorf("failed to get data Secret %s: %w", secretName, err)
+	}
+
+	if !ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false) {
+		setWaiting(config, bootstrapv1.WaitingForInfrastructureReason,
+			fmt.Sprintf("Waiting for the infrastructure of Cluster %s to be provisioned", cluster.Name))
+		return nil
+	}
+	if !cluster.Spec.ControlPlaneEndpoint.IsValid() {
+		setWaiting(config, bootstrapv1.WaitingForControlPlaneEndpointReason,
+			fmt.Sprintf("Waiting for Cluster %s to get a control-plane endpoint", cluster.Name))
+		return nil
+	}
+
+	bundle, err := clustersecrets.Ensure(ctx, r.Client, cluster, config.Spec.TalosVersion)
+	if err != nil {
+		if errors.Is(err, clustersecrets.ErrBundleMissing) {
+			setFalse(config, bootstrapv1.SecretsBundleUnavailableReason, err.Error())
+			log.Error(err, "Refusing to create a second secrets bundle")
+			return nil
+		}
+		setInternalError(config, err)
+		return err
+	}
+
+	data, err := configgen.Render(bundle, clusterInput(cluster, owner), machineInput(config, owner))
+	if err != nil {
+		// The spec or the Cluster must change before this can succeed; both changes trigger
+		// a reconcile, so there is nothing to retry.
+		setFalse(config, bootstrapv1.InvalidConfigReason, err.Error())
+		log.Info("The TalosConfig does not render to a valid machine config", "reason", err.Error())
+		return nil
+	}
+
+	if err := r.createDataSecret(ctx, config, cluster, secretName, data); err != nil {
+		setInternalError(config, err)
+		return err
+	}
+	log.Info("Wrote the machine config", "Secret", klog.KRef(config.Namespace, secretName))
+	setDataSecretCreated(config, secretName)
+	return nil
+}
+
+// DataSecretName is the deterministic name of a TalosConfig's bootstrap data Secret.
+func DataSecretName(configName string) string {
+	return configName + "-bootstrap-data"
+}
+
+func (r *Reconciler) createDataSecret(ctx context.Context, config *bootstrapv1.TalosConfig, cluster *clusterv1.Cluster, name string, data []byte) error {
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      name,
+			Namespace: config.Namespace,
+			Labels:    map[string]string{clusterv1.ClusterNameLabel: cluster.Name},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: bootstrapv1.GroupVersion.String(),
+				Kind:       "TalosConfig",
+				Name:       config.Name,
+				UID:        config.UID,
+				Controller: ptr.To(true),
+			}},
+		},
+		Type: clusterv1.ClusterSecretType,
+		Data: map[string][]byte{"value": data, "format": []byte("talos")},
+	}
+	if err := r.Client.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("failed to create data Secret %s: %w", name, err)
+	}
+	return nil
+}

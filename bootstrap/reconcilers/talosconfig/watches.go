@@ -1,0 +1,73 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package talosconfig
+
+import (
+	"context"
+
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
+)
+
+// machineToTalosConfig maps a Machine to the TalosConfig it boots from.
+func machineToTalosConfig(_ context.Context, o client.Object) []ctrl.Request {
+	m, ok := o.(*clusterv1.Machine)
+	if !ok {
+		return nil
+	}
+	return configRefRequest(m.Namespace, m.Spec.Bootstrap.ConfigRef)
+}
+
+// machinePoolToTalosConfig maps a MachinePool to the TalosConfig its nodes boot from.
+func machinePoolToTalosConfig(_ context.Context, o client.Object) []ctrl.Request {
+	mp, ok := o.(*clusterv1.MachinePool)
+	if !ok {
+		return nil
+	}
+	return configRefRequest(mp.Namespace, mp.Spec.Template.Spec.Bootstrap.ConfigRef)
+}
+
+func configRefRequest(namespace string, ref clusterv1.ContractVersionedObjectReference) []ctrl.Request {
+	if ref.APIGroup != bootstrapv1.GroupVersion.Group || ref.Kind != "TalosConfig" {
+		return nil
+	}
+	return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: namespace, Name: ref.Name}}}
+}
+
+// clusterToPendingTalosConfigs maps a Cluster to its TalosConfigs that have no data Secret
+// yet: a Cluster change (infrastructure provisioned, an endpoint, a fixed network, unpausing)
+// may be what they wait for.
+func (r *Reconciler) clusterToPendingTalosConfigs(ctx context.Context, o client.Object) []ctrl.Request {
+	configs := &bootstrapv1.TalosConfigList{}
+	if err := r.Client.List(ctx, configs, client.InNamespace(o.GetNamespace()),
+		client.MatchingLabels{clusterv1.ClusterNameLabel: o.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to list TalosConfigs of Cluster", "Cluster", o.GetName())
+		return nil
+	}
+	var requests []ctrl.Request
+	for i := range configs.Items {
+		if !ptr.Deref(configs.Items[i].Status.Initialization.DataSecretCreated, false) {
+			requests = append(requests, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&configs.Items[i])})
+		}
+	}
+	return requests
+}

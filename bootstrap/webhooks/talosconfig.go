@@ -1,0 +1,99 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package webhooks
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
+	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
+)
+
+// +kubebuilder:webhook:verbs=create;update,path=/validate-bootstrap-cluster-x-k8s-io-v1beta1-talosconfig,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,groups=bootstrap.cluster.x-k8s.io,resources=talosconfigs,versions=v1beta1,name=validation.talosconfig.bootstrap.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
+
+// TalosConfig validates TalosConfigs.
+type TalosConfig struct{}
+
+var _ admission.Validator[*bootstrapv1.TalosConfig] = &TalosConfig{}
+
+// SetupWebhookWithManager registers the webhook with mgr.
+func (w *TalosConfig) SetupWebhookWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewWebhookManagedBy(mgr, &bootstrapv1.TalosConfig{}).WithValidator(w).Complete()
+}
+
+// ValidateCreate refuses a spec no node could get a valid config from.
+func (w *TalosConfig) ValidateCreate(_ context.Context, c *bootstrapv1.TalosConfig) (admission.Warnings, error) {
+	return nil, invalid("TalosConfig", c.Name, validateSpec(c.Spec, field.NewPath("spec")))
+}
+
+// ValidateUpdate also keeps the spec as it is once the data Secret exists.
+func (w *TalosConfig) ValidateUpdate(_ context.Context, oldC, newC *bootstrapv1.TalosConfig) (admission.Warnings, error) {
+	if ptr.Deref(oldC.Status.Initialization.DataSecretCreated, false) && !equality.Semantic.DeepEqual(oldC.Spec, newC.Spec) {
+		return nil, invalid("TalosConfig", newC.Name, field.ErrorList{field.Forbidden(field.NewPath("spec"),
+			"the machine config is already written to the bootstrap data Secret and is not rewritten; "+
+				"change the TalosConfigTemplate or the control plane's controlPlaneConfig to roll out new Machines instead")})
+	}
+	return nil, invalid("TalosConfig", newC.Name, validateSpec(newC.Spec, field.NewPath("spec")))
+}
+
+// ValidateDelete allows every deletion.
+func (w *TalosConfig) ValidateDelete(context.Context, *bootstrapv1.TalosConfig) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// validateSpec reports the fields of spec that keep it from rendering.
+func validateSpec(spec bootstrapv1.TalosConfigSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if _, err := configgen.ParseContract(spec.TalosVersion); err != nil {
+		errs = append(errs, field.Invalid(path.Child("talosVersion"), spec.TalosVersion, err.Error()))
+	}
+	switch spec.GenerateType {
+	case bootstrapv1.GenerateTypeNone:
+		if spec.Data == "" {
+			errs = append(errs, field.Required(path.Child("data"), "generateType none uses spec.data as the complete machine config"))
+		}
+		if len(spec.ConfigPatches) > 0 || len(spec.StrategicPatches) > 0 {
+			errs = append(errs, field.Forbidden(path.Child("generateType"), "patches apply to generated configs; with generateType none, put the final config in spec.data"))
+		}
+	default:
+		if spec.Data != "" {
+			errs = append(errs, field.Forbidden(path.Child("data"), fmt.Sprintf("data is used only with generateType none, not %q", spec.GenerateType)))
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	if err := configgen.Check(spec); err != nil {
+		errs = append(errs, field.Invalid(path, "", err.Error()))
+	}
+	return errs
+}
+
+func invalid(kind, name string, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(bootstrapv1.GroupVersion.WithKind(kind).GroupKind(), name, errs)
+}
