@@ -96,6 +96,10 @@ test-go: $(TOOLS) ## Run the Go tests (unit and envtest) with gotestsum
 	KUBEBUILDER_ASSETS=$(BIN) TALON_REQUIRE=$(TALON_REQUIRE) \
 		$(GOTESTSUM) --format testname --format-hide-empty-pkg -- -count=1 -timeout $(TEST_TIMEOUT) ./...
 
+.PHONY: bench
+bench: ## Run every benchmark and print its figures (record them in docs/benchmarks.md)
+	go test -run '^$$' -bench . -benchmem ./...
+
 ##@ Release
 
 .PHONY: release-manifests

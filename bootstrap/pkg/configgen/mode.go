@@ -46,3 +46,19 @@ func (m Mode) RequiresInstall() bool { return m == ModeMetal }
 
 // InContainer implements validation.RuntimeMode.
 func (m Mode) InContainer() bool { return m == ModeContainer }
+
+// containerMachineKinds are infrastructure machine kinds, and their templates, whose nodes
+// run in containers.
+var containerMachineKinds = map[string]bool{
+	"TalosDockerMachine":         true,
+	"TalosDockerMachineTemplate": true,
+}
+
+// ModeFor returns the runtime of nodes backed by an infrastructure machine (or machine
+// template) of kind: container for Talon's Docker machines, metal for everything else.
+func ModeFor(infrastructureKind string) Mode {
+	if containerMachineKinds[infrastructureKind] {
+		return ModeContainer
+	}
+	return ModeMetal
+}

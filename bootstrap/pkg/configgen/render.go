@@ -32,6 +32,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"github.com/siderolabs/talos/pkg/machinery/config/validation"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 )
 
@@ -49,6 +51,32 @@ type Cluster struct {
 	ServiceCIDRs []string
 	// DNSDomain is the cluster's DNS domain; empty means cluster.local.
 	DNSDomain string
+}
+
+// ClusterFrom describes a Cluster API Cluster, whose machines run kubernetesVersion.
+func ClusterFrom(cluster *clusterv1.Cluster, kubernetesVersion string) Cluster {
+	network := cluster.Spec.ClusterNetwork
+	return Cluster{
+		Name:              cluster.Name,
+		Endpoint:          Endpoint{Host: cluster.Spec.ControlPlaneEndpoint.Host, Port: cluster.Spec.ControlPlaneEndpoint.Port},
+		KubernetesVersion: kubernetesVersion,
+		PodCIDRs:          network.Pods.CIDRBlocks,
+		ServiceCIDRs:      network.Services.CIDRBlocks,
+		DNSDomain:         network.ServiceDomain,
+	}
+}
+
+// Hostname picks a node's hostname as spec.hostname.source asks: the Machine's name, the
+// infrastructure machine's name, or none.
+func Hostname(source bootstrapv1.HostnameSource, machineName, infrastructureName string) string {
+	switch source {
+	case bootstrapv1.HostnameSourceMachineName:
+		return machineName
+	case bootstrapv1.HostnameSourceInfrastructureName:
+		return infrastructureName
+	default:
+		return ""
+	}
 }
 
 // Endpoint is a control-plane endpoint.
@@ -109,7 +137,7 @@ func Render(bundle *secrets.Bundle, cluster Cluster, m Machine) ([]byte, error) 
 	if err != nil {
 		return nil, fmt.Errorf("failed to encode the patched config: %w", err)
 	}
-	return validate(data, m.Mode)
+	return Validate(data, m.Mode)
 }
 
 // renderData checks a complete config given as spec.data.
@@ -117,7 +145,7 @@ func renderData(m Machine) ([]byte, error) {
 	if m.Spec.Data == "" {
 		return nil, errors.New("generateType none needs the complete machine config in spec.data")
 	}
-	return validate([]byte(m.Spec.Data), m.Mode)
+	return Validate([]byte(m.Spec.Data), m.Mode)
 }
 
 func generateConfig(bundle *secrets.Bundle, cluster Cluster, m Machine, contract *config.VersionContract) (config.Provider, error) {
@@ -175,9 +203,9 @@ func checkCIDRs(cluster Cluster) error {
 	return errors.Join(errs...)
 }
 
-// validate loads the final config the way a node does and validates it for mode; it
+// Validate loads a machine config the way a node does and validates it for mode; it
 // returns the config re-encoded in Talos' canonical form.
-func validate(data []byte, mode Mode) ([]byte, error) {
+func Validate(data []byte, mode Mode) ([]byte, error) {
 	cfg, err := configloader.NewFromBytes(data)
 	if err != nil {
 		return nil, fmt.Errorf("the machine config does not load: %w", err)

@@ -17,46 +17,16 @@ limitations under the License.
 package talosconfig
 
 import (
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
 )
 
-// containerMachineKinds are infrastructure machine kinds whose nodes run in containers.
-var containerMachineKinds = map[string]bool{
-	"TalosDockerMachine":         true,
-	"TalosDockerMachineTemplate": true,
-}
-
-// clusterInput is what the machine configs of cluster share, with the Kubernetes version
-// of the owner.
-func clusterInput(cluster *clusterv1.Cluster, owner *configOwner) configgen.Cluster {
-	network := cluster.Spec.ClusterNetwork
-	return configgen.Cluster{
-		Name:              cluster.Name,
-		Endpoint:          configgen.Endpoint{Host: cluster.Spec.ControlPlaneEndpoint.Host, Port: cluster.Spec.ControlPlaneEndpoint.Port},
-		KubernetesVersion: owner.version,
-		PodCIDRs:          network.Pods.CIDRBlocks,
-		ServiceCIDRs:      network.Services.CIDRBlocks,
-		DNSDomain:         network.ServiceDomain,
-	}
-}
-
 // machineInput is what is particular to the owner's config.
 func machineInput(config *bootstrapv1.TalosConfig, owner *configOwner) configgen.Machine {
-	m := configgen.Machine{Spec: config.Spec, Mode: configgen.ModeMetal}
-	if containerMachineKinds[owner.infrastructureRef.Kind] {
-		m.Mode = configgen.ModeContainer
-	}
+	m := configgen.Machine{Spec: config.Spec, Mode: configgen.ModeFor(owner.infrastructureRef.Kind)}
 	// A MachinePool's config is shared by all its nodes: they cannot share a hostname.
 	if owner.perMachine {
-		switch config.Spec.Hostname.Source {
-		case bootstrapv1.HostnameSourceMachineName:
-			m.Hostname = owner.name
-		case bootstrapv1.HostnameSourceInfrastructureName:
-			m.Hostname = owner.infrastructureRef.Name
-		}
+		m.Hostname = configgen.Hostname(config.Spec.Hostname.Source, owner.name, owner.infrastructureRef.Name)
 	}
 	return m
 }

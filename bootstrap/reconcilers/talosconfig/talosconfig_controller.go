@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -54,6 +55,11 @@ type Reconciler struct {
 
 	// WatchFilterValue limits reconciliation to objects labelled with it.
 	WatchFilterValue string
+
+	// bundleLocks holds a mutex per Cluster, so that concurrent first reconciles of one
+	// cluster's TalosConfigs create its bundle once instead of each generating one and all
+	// but one losing the create. Across replicas the API server's create still decides.
+	bundleLocks sync.Map
 }
 
 // SetupWithManager registers the reconciler with mgr.
@@ -164,7 +170,10 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, config *bootstrapv1.Ta
 		return nil
 	}
 
+	lock, _ := r.bundleLocks.LoadOrStore(client.ObjectKeyFromObject(cluster), &sync.Mutex{})
+	lock.(*sync.Mutex).Lock()
 	bundle, err := clustersecrets.Ensure(ctx, r.Client, cluster, config.Spec.TalosVersion)
+	lock.(*sync.Mutex).Unlock()
 	if err != nil {
 		if errors.Is(err, clustersecrets.ErrBundleMissing) {
 			setFalse(config, bootstrapv1.SecretsBundleUnavailableReason, err.Error())
@@ -175,7 +184,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, config *bootstrapv1.Ta
 		return err
 	}
 
-	data, err := configgen.Render(bundle, clusterInput(cluster, owner), machineInput(config, owner))
+	data, err := configgen.Render(bundle, configgen.ClusterFrom(cluster, owner.version), machineInput(config, owner))
 	if err != nil {
 		// The spec or the Cluster must change before this can succeed; both changes trigger
 		// a reconcile, so there is nothing to retry.
