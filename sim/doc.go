@@ -14,10 +14,14 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package sim is the Talos node simulator: a stand-in for a Talos node where the real image
-// cannot run. It serves the real Talos machine API (machinery's gRPC definitions), validates
-// configs with machinery, and runs a real etcd member and kube-apiserver. Tests and the talon
-// CLI use it; the providers never import it.
+// Package sim is the Talos node simulator: a stand-in for a Talos node on machines where
+// the Talos image cannot run. It stands in at exactly one boundary, the Talos machine API,
+// and is built on the Talos project's own parts there: it serves machinery's MachineService
+// gRPC definitions over TLS issued from the machine config's CAs, checks client roles as
+// Talos does, loads and validates every config with machinery for the node's mode, and runs
+// a real etcd member (the etcd server library) with certificates from the config's etcd CA.
 //
-// Empty until the node simulator issue lands.
+// It is not a Talos node: there is no kernel, no disks, no container runtime, no workloads.
+// Tests and the talon CLI use it; the providers never import it, they talk to it through
+// the Talos API like to any node.
 package sim

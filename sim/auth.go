@@ -1,0 +1,97 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sim
+
+import (
+	"context"
+	"path"
+
+	"github.com/siderolabs/talos/pkg/machinery/role"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// methodRoles are the roles that may call each method once a node is configured, following
+// Talos' own authorization rules: readers read, operators also reboot and back up etcd,
+// admins change the node. Methods not listed are refused to everyone but admins.
+var methodRoles = map[string]role.Set{
+	"Version":               role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"ServiceList":           role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"EtcdMemberList":        role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"EtcdStatus":            role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"EtcdSnapshot":          role.MakeSet(role.Admin, role.Operator, role.EtcdBackup),
+	"EtcdForfeitLeadership": role.MakeSet(role.Admin, role.Operator),
+	"Reboot":                role.MakeSet(role.Admin, role.Operator),
+}
+
+// maintenanceMethods are what a node without a config answers, to anyone, as Talos'
+// maintenance service does.
+var maintenanceMethods = map[string]bool{"Version": true, "ApplyConfiguration": true}
+
+func (n *Node) authorizeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := n.authorize(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+func (n *Node) authorizeStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := n.authorize(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}
+
+func (n *Node) authorize(ctx context.Context, fullMethod string) error {
+	method := path.Base(fullMethod)
+	if !n.configured() {
+		if maintenanceMethods[method] {
+			return nil
+		}
+		return status.Errorf(codes.Unimplemented, "%s is not available in maintenance mode: apply a machine config first", method)
+	}
+	roles, err := peerRoles(ctx)
+	if err != nil {
+		return err
+	}
+	allowed, ok := methodRoles[method]
+	if !ok {
+		allowed = role.MakeSet(role.Admin)
+	}
+	if !roles.IncludesAny(allowed) {
+		return status.Errorf(codes.PermissionDenied, "not authorized: %s needs one of the roles %v", method, allowed.Strings())
+	}
+	return nil
+}
+
+// peerRoles reads the Talos roles from the verified client certificate's organizations.
+func peerRoles(ctx context.Context) (role.Set, error) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return role.Set{}, status.Error(codes.Unauthenticated, "no peer")
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
+		return role.Set{}, status.Error(codes.Unauthenticated, "a client certificate issued by the node's CA is required")
+	}
+	cert := info.State.VerifiedChains[0][0]
+	roles, _ := role.Parse(cert.Subject.Organization)
+	return roles, nil
+}

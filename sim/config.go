@@ -1,0 +1,81 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sim
+
+import (
+	"context"
+	"crypto/tls"
+	stdx509 "crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+
+	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
+)
+
+// errInvalidConfig wraps machinery's reason for refusing a config.
+var errInvalidConfig = errors.New("invalid machine config")
+
+// applyConfig loads and validates data with machinery, as a Talos node does, and makes it the
+// node's config. A refused config leaves the node as it was.
+func (n *Node) applyConfig(_ context.Context, data []byte) error {
+	if _, err := configgen.Validate(data, n.opts.Mode); err != nil {
+		return fmt.Errorf("%w: %w", errInvalidConfig, err)
+	}
+	cfg, err := configloader.NewFromBytes(data)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errInvalidConfig, err)
+	}
+
+	clientCAs := stdx509.NewCertPool()
+	ca := cfg.Machine().Security().IssuingCA()
+	if ca == nil || !clientCAs.AppendCertsFromPEM(ca.Crt) {
+		return fmt.Errorf("%w: machine.ca has no certificate", errInvalidConfig)
+	}
+	for _, accepted := range cfg.Machine().Security().AcceptedCAs() {
+		clientCAs.AppendCertsFromPEM(accepted.Crt)
+	}
+	var serverCert *tls.Certificate
+	if len(ca.Key) > 0 {
+		hostname := "talos"
+		if h := cfg.NetworkHostnameConfig(); h != nil && h.Hostname() != "" {
+			hostname = h.Hostname()
+		}
+		pem, err := issue(ca, hostname, []net.IP{n.ip}, append([]string{hostname}, cfg.Machine().Security().CertSANs()...),
+			[]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth})
+		if err != nil {
+			return err
+		}
+		cert, err := tls.X509KeyPair(pem.Crt, pem.Key)
+		if err != nil {
+			return err
+		}
+		serverCert = &cert
+	}
+	if err := os.WriteFile(n.stateDir("config.yaml"), data, 0o600); err != nil {
+		return fmt.Errorf("failed to persist the config: %w", err)
+	}
+
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.cfg, n.cfgData, n.clientCAs, n.serverCert = cfg, data, clientCAs, serverCert
+	n.opts.Log.Info("Machine config applied", "type", cfg.Machine().Type().String(), "hostname", n.hostnameLocked())
+	return nil
+}

@@ -1,0 +1,140 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sim
+
+import (
+	"context"
+	stdx509 "crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/siderolabs/crypto/x509"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// etcdMember is the node's etcd member: the etcd server library, with certificates from
+// the machine config's etcd CA, as the etcd Talos runs.
+type etcdMember struct {
+	server *embed.Etcd
+	client *clientv3.Client
+	dir    string
+}
+
+// etcdURL is https://ip:port.
+func etcdURL(ip net.IP, port int) url.URL {
+	return url.URL{Scheme: "https", Host: net.JoinHostPort(ip.String(), strconv.Itoa(port))}
+}
+
+// writeEtcdPKI issues the member's server, peer and client certificates from the etcd CA.
+func writeEtcdPKI(dir string, ca *x509.PEMEncodedCertificateAndKey, name string, ip net.IP) (transport.TLSInfo, error) {
+	if ca == nil || len(ca.Key) == 0 {
+		return transport.TLSInfo{}, errors.New("the machine config has no etcd CA key: only control-plane nodes run etcd")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return transport.TLSInfo{}, err
+	}
+	member, err := issue(ca, name, []net.IP{ip, net.IPv4(127, 0, 0, 1)}, []string{name, "localhost"},
+		[]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth, stdx509.ExtKeyUsageClientAuth})
+	if err != nil {
+		return transport.TLSInfo{}, err
+	}
+	files := map[string][]byte{"ca.crt": ca.Crt, "member.crt": member.Crt, "member.key": member.Key}
+	for file, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, file), data, 0o600); err != nil {
+			return transport.TLSInfo{}, err
+		}
+	}
+	return transport.TLSInfo{
+		CertFile:       filepath.Join(dir, "member.crt"),
+		KeyFile:        filepath.Join(dir, "member.key"),
+		TrustedCAFile:  filepath.Join(dir, "ca.crt"),
+		ClientCertAuth: true,
+	}, nil
+}
+
+// startEtcd starts the member. initialCluster is "name=peerURL,..."; state is "new" for
+// the bootstrap member and "existing" for a joining one.
+func startEtcd(ctx context.Context, dataDir string, tlsInfo transport.TLSInfo, name string, ip net.IP, initialCluster, state string) (*etcdMember, error) {
+	cfg := embed.NewConfig()
+	cfg.Name = name
+	cfg.Dir = dataDir
+	peer, client := etcdURL(ip, EtcdPeerPort), etcdURL(ip, EtcdPort)
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+	cfg.InitialCluster = initialCluster
+	cfg.ClusterState = state
+	cfg.ClientTLSInfo, cfg.PeerTLSInfo = tlsInfo, tlsInfo
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	cfg.LogLevel = "error"
+
+	server, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("failed to start etcd: %w", err)
+	}
+	select {
+	case <-server.Server.ReadyNotify():
+	case err := <-server.Err():
+		server.Close()
+		return nil, fmt.Errorf("etcd failed: %w", err)
+	case <-time.After(60 * time.Second):
+		server.Close()
+		return nil, errors.New("etcd did not become ready within 60s")
+	case <-ctx.Done():
+		server.Close()
+		return nil, ctx.Err()
+	}
+	c, err := newEtcdClient(tlsInfo, client.String())
+	if err != nil {
+		server.Close()
+		return nil, err
+	}
+	return &etcdMember{server: server, client: c, dir: dataDir}, nil
+}
+
+func newEtcdClient(tlsInfo transport.TLSInfo, endpoints ...string) (*clientv3.Client, error) {
+	tlsConfig, err := tlsInfo.ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		TLS:         tlsConfig,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create etcd client: %w", err)
+	}
+	return c, nil
+}
+
+// id is the member's etcd ID.
+func (m *etcdMember) id() uint64 { return uint64(m.server.Server.MemberID()) }
+
+func (m *etcdMember) stop() {
+	_ = m.client.Close()
+	m.server.Close()
+}

@@ -1,0 +1,91 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sim
+
+import (
+	"context"
+	"os"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
+)
+
+// validate checks a config the way applyConfig does, without applying it.
+func (n *Node) validate(data []byte) error {
+	_, err := configgen.Validate(data, n.opts.Mode)
+	return err
+}
+
+// bootstrapEtcd starts a new etcd cluster with this node as its only member.
+func (n *Node) bootstrapEtcd(ctx context.Context) error {
+	if !n.isControlPlane() {
+		return status.Error(codes.FailedPrecondition, "bootstrap is only possible on control-plane nodes")
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	dataDir := n.stateDir("etcd")
+	if n.etcd != nil || dirHasData(dataDir) {
+		return status.Error(codes.FailedPrecondition, "etcd data directory is not empty: the cluster is already bootstrapped")
+	}
+	name := n.hostnameLocked()
+	tlsInfo, err := writeEtcdPKI(n.stateDir("etcd-pki"), n.cfg.Cluster().Etcd().CA(), name, n.ip)
+	if err != nil {
+		return status.Error(codes.FailedPrecondition, err.Error())
+	}
+	peer := etcdURL(n.ip, EtcdPeerPort)
+	member, err := startEtcd(ctx, dataDir, tlsInfo, name, n.ip, name+"="+peer.String(), "new")
+	if err != nil {
+		_ = os.RemoveAll(dataDir)
+		return status.Error(codes.Internal, err.Error())
+	}
+	n.etcd = member
+	n.opts.Log.Info("Bootstrapped etcd", "member", name)
+	return nil
+}
+
+// etcdMember returns the running member, or the gRPC error Talos gives without one.
+func (n *Node) etcdMember() (*etcdMember, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.etcd == nil {
+		return nil, status.Error(codes.FailedPrecondition, "etcd is not running on this node")
+	}
+	return n.etcd, nil
+}
+
+// leaveEtcd removes this member from its cluster, stops it and drops its data.
+func (n *Node) leaveEtcd(ctx context.Context) error {
+	m, err := n.etcdMember()
+	if err != nil {
+		return err
+	}
+	if _, err := m.client.MemberRemove(ctx, m.id()); err != nil {
+		return status.Errorf(codes.FailedPrecondition, "failed to leave the etcd cluster: %v", err)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	m.stop()
+	n.etcd = nil
+	return os.RemoveAll(m.dir)
+}
+
+func dirHasData(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	return err == nil && len(entries) > 0
+}

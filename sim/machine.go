@@ -1,0 +1,271 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/common"
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	machinetype "github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+)
+
+// machineService is the node's Talos machine API. Methods it does not implement answer
+// Unimplemented, as a Talos node without the feature would.
+type machineService struct {
+	machine.UnimplementedMachineServiceServer
+	node *Node
+}
+
+func (s *machineService) metadata() *common.Metadata {
+	return &common.Metadata{Hostname: s.node.hostname()}
+}
+
+// Version reports the simulated Talos version and platform.
+func (s *machineService) Version(context.Context, *emptypb.Empty) (*machine.VersionResponse, error) {
+	return &machine.VersionResponse{Messages: []*machine.Version{{
+		Metadata: s.metadata(),
+		Version: &machine.VersionInfo{
+			Tag: s.node.opts.TalosVersion, Sha: "talon-sim", GoVersion: runtime.Version(), Os: runtime.GOOS, Arch: runtime.GOARCH,
+		},
+		Platform: &machine.PlatformInfo{Name: string(s.node.opts.Mode), Mode: string(s.node.opts.Mode)},
+	}}}, nil
+}
+
+// ApplyConfiguration validates and applies a machine config. In maintenance mode any mode
+// configures the node; once configured, staged keeps the config for the next reboot and the
+// other modes apply it now (a simulated node needs no reboot to take a config).
+func (s *machineService) ApplyConfiguration(ctx context.Context, req *machine.ApplyConfigurationRequest) (*machine.ApplyConfigurationResponse, error) {
+	if req.GetMode() == machine.ApplyConfigurationRequest_TRY {
+		return nil, status.Error(codes.Unimplemented, "try mode is not simulated")
+	}
+	if req.GetDryRun() {
+		if err := s.node.validate(req.GetData()); err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		return s.applied(req.GetMode(), "Dry run: the config is valid and was not applied"), nil
+	}
+	if s.node.configured() && req.GetMode() == machine.ApplyConfigurationRequest_STAGED {
+		if err := s.node.validate(req.GetData()); err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		s.node.mu.Lock()
+		s.node.staged = req.GetData()
+		s.node.mu.Unlock()
+		return s.applied(req.GetMode(), "Staged configuration to be applied after the next reboot"), nil
+	}
+	if err := s.node.applyConfig(ctx, req.GetData()); err != nil {
+		if errors.Is(err, errInvalidConfig) {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return s.applied(req.GetMode(), "Applied configuration without a reboot"), nil
+}
+
+func (s *machineService) applied(mode machine.ApplyConfigurationRequest_Mode, details string) *machine.ApplyConfigurationResponse {
+	return &machine.ApplyConfigurationResponse{Messages: []*machine.ApplyConfiguration{{
+		Metadata: s.metadata(), Mode: mode, ModeDetails: details,
+	}}}
+}
+
+// Bootstrap starts the first etcd member of the cluster on this control-plane node. It
+// succeeds once per cluster: a node whose etcd already has data refuses, like Talos.
+func (s *machineService) Bootstrap(ctx context.Context, _ *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
+	if err := s.node.bootstrapEtcd(ctx); err != nil {
+		return nil, err
+	}
+	return &machine.BootstrapResponse{Messages: []*machine.Bootstrap{{Metadata: s.metadata()}}}, nil
+}
+
+// EtcdMemberList lists the members of the etcd cluster this node belongs to.
+func (s *machineService) EtcdMemberList(ctx context.Context, _ *machine.EtcdMemberListRequest) (*machine.EtcdMemberListResponse, error) {
+	m, err := s.node.etcdMember()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := m.client.MemberList(ctx)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "failed to list etcd members: %v", err)
+	}
+	out := &machine.EtcdMembers{Metadata: s.metadata()}
+	for _, member := range resp.Members {
+		out.Members = append(out.Members, &machine.EtcdMember{
+			Id: member.ID, Hostname: member.Name, PeerUrls: member.PeerURLs, ClientUrls: member.ClientURLs, IsLearner: member.IsLearner,
+		})
+	}
+	return &machine.EtcdMemberListResponse{Messages: []*machine.EtcdMembers{out}}, nil
+}
+
+// EtcdRemoveMemberByID removes a member from the etcd cluster: a real membership change.
+func (s *machineService) EtcdRemoveMemberByID(ctx context.Context, req *machine.EtcdRemoveMemberByIDRequest) (*machine.EtcdRemoveMemberByIDResponse, error) {
+	m, err := s.node.etcdMember()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := m.client.MemberRemove(ctx, req.GetMemberId()); err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "failed to remove etcd member %x: %v", req.GetMemberId(), err)
+	}
+	return &machine.EtcdRemoveMemberByIDResponse{Messages: []*machine.EtcdRemoveMemberByID{{Metadata: s.metadata()}}}, nil
+}
+
+// EtcdLeaveCluster removes this node's member from the cluster and stops it.
+func (s *machineService) EtcdLeaveCluster(ctx context.Context, _ *machine.EtcdLeaveClusterRequest) (*machine.EtcdLeaveClusterResponse, error) {
+	if err := s.node.leaveEtcd(ctx); err != nil {
+		return nil, err
+	}
+	return &machine.EtcdLeaveClusterResponse{Messages: []*machine.EtcdLeaveCluster{{Metadata: s.metadata()}}}, nil
+}
+
+// EtcdForfeitLeadership hands leadership to another voting member if this one leads.
+func (s *machineService) EtcdForfeitLeadership(ctx context.Context, _ *machine.EtcdForfeitLeadershipRequest) (*machine.EtcdForfeitLeadershipResponse, error) {
+	m, err := s.node.etcdMember()
+	if err != nil {
+		return nil, err
+	}
+	resp := &machine.EtcdForfeitLeadershipResponse{Messages: []*machine.EtcdForfeitLeadership{{Metadata: s.metadata()}}}
+	if uint64(m.server.Server.Leader()) != m.id() {
+		return resp, nil
+	}
+	members, err := m.client.MemberList(ctx)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "failed to list etcd members: %v", err)
+	}
+	for _, member := range members.Members {
+		if member.ID != m.id() && !member.IsLearner {
+			if _, err := m.client.MoveLeader(ctx, member.ID); err != nil {
+				return nil, status.Errorf(codes.Unavailable, "failed to move etcd leadership: %v", err)
+			}
+			resp.Messages[0].Member = member.Name
+			return resp, nil
+		}
+	}
+	return resp, nil
+}
+
+// EtcdStatus reports this member's status as etcd sees it.
+func (s *machineService) EtcdStatus(ctx context.Context, _ *emptypb.Empty) (*machine.EtcdStatusResponse, error) {
+	m, err := s.node.etcdMember()
+	if err != nil {
+		return nil, err
+	}
+	st, err := m.client.Status(ctx, m.client.Endpoints()[0])
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "failed to get etcd status: %v", err)
+	}
+	return &machine.EtcdStatusResponse{Messages: []*machine.EtcdStatus{{
+		Metadata: s.metadata(),
+		MemberStatus: &machine.EtcdMemberStatus{
+			MemberId: st.Header.MemberId, StorageVersion: st.StorageVersion, ProtocolVersion: st.Version,
+			DbSize: st.DbSize, DbSizeInUse: st.DbSizeInUse, Leader: st.Leader, RaftIndex: st.RaftIndex,
+			RaftTerm: st.RaftTerm, RaftAppliedIndex: st.RaftAppliedIndex, Errors: st.Errors, IsLearner: st.IsLearner,
+		},
+	}}}, nil
+}
+
+// EtcdSnapshot streams a real etcd snapshot of this member.
+func (s *machineService) EtcdSnapshot(_ *machine.EtcdSnapshotRequest, stream grpc.ServerStreamingServer[common.Data]) error {
+	m, err := s.node.etcdMember()
+	if err != nil {
+		return err
+	}
+	snapshot, err := m.client.Snapshot(stream.Context())
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "failed to take etcd snapshot: %v", err)
+	}
+	defer func() { _ = snapshot.Close() }()
+	return streamData(stream, snapshot)
+}
+
+// ServiceList reports the node's services, as Talos' service manager would.
+func (s *machineService) ServiceList(context.Context, *emptypb.Empty) (*machine.ServiceListResponse, error) {
+	services := []*machine.ServiceInfo{{Id: "apid", State: "Running", Health: &machine.ServiceHealth{Healthy: true}}}
+	if _, err := s.node.etcdMember(); err == nil {
+		services = append(services, &machine.ServiceInfo{Id: "etcd", State: "Running", Health: &machine.ServiceHealth{Healthy: true}})
+	}
+	return &machine.ServiceListResponse{Messages: []*machine.ServiceList{{Metadata: s.metadata(), Services: services}}}, nil
+}
+
+// Reset leaves etcd (gracefully, unless asked not to), wipes the node's state and returns
+// it to maintenance mode.
+func (s *machineService) Reset(ctx context.Context, req *machine.ResetRequest) (*machine.ResetResponse, error) {
+	if req.GetGraceful() && s.node.isControlPlane() {
+		if err := s.node.leaveEtcd(ctx); err != nil && status.Code(err) != codes.FailedPrecondition {
+			return nil, err
+		}
+	}
+	if err := s.node.wipe(); err != nil {
+		return nil, status.Errorf(codes.Internal, "failed to wipe the node: %v", err)
+	}
+	return &machine.ResetResponse{Messages: []*machine.Reset{{Metadata: s.metadata()}}}, nil
+}
+
+// isControlPlane reports whether the node's config is a control-plane config.
+func (n *Node) isControlPlane() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cfg != nil && n.cfg.Machine().Type() == machinetype.TypeControlPlane
+}
+
+// wipe stops every service and drops all state: the node is back in maintenance mode.
+func (n *Node) wipe() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.etcd != nil {
+		n.etcd.stop()
+		n.etcd = nil
+	}
+	n.cfg, n.cfgData, n.staged, n.serverCert, n.clientCAs = nil, nil, nil, nil, nil
+	entries, err := os.ReadDir(n.opts.StateDir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		errs = append(errs, os.RemoveAll(n.stateDir(e.Name())))
+	}
+	n.opts.Log.Info("Node reset to maintenance mode")
+	return errors.Join(errs...)
+}
+
+// streamData sends r as a stream of common.Data chunks.
+func streamData(stream grpc.ServerStreamingServer[common.Data], r io.Reader) error {
+	buf := make([]byte, 64*1024)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if sendErr := stream.Send(&common.Data{Bytes: append([]byte(nil), buf[:n]...)}); sendErr != nil {
+				return sendErr
+			}
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("failed to read: %w", err)
+		}
+	}
+}
