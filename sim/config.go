@@ -25,7 +25,9 @@ import (
 	"net"
 	"os"
 
+	talosconfig "github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	machinetype "github.com/siderolabs/talos/pkg/machinery/config/machine"
 
 	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
 )
@@ -74,8 +76,31 @@ func (n *Node) applyConfig(_ context.Context, data []byte) error {
 	}
 
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	first := n.cfg == nil
 	n.cfg, n.cfgData, n.clientCAs, n.serverCert = cfg, data, clientCAs, serverCert
 	n.opts.Log.Info("Machine config applied", "type", cfg.Machine().Type().String(), "hostname", n.hostnameLocked())
+	n.mu.Unlock()
+	if first {
+		n.startServices(cfg)
+	}
 	return nil
+}
+
+// startServices starts what a node runs once it has a config. A control-plane node with
+// etcd data restarts its member; one without joins the cluster's etcd once another node has
+// bootstrapped it (or waits for Bootstrap on itself).
+func (n *Node) startServices(cfg talosconfig.Provider) {
+	ctx, cancel := context.WithCancel(context.Background())
+	n.mu.Lock()
+	n.servicesCtx, n.stopServices = ctx, cancel
+	n.mu.Unlock()
+	if cfg.Machine().Type() != machinetype.TypeControlPlane {
+		n.opts.Log.Info("Worker configured: the kubelet stand-in of workers is not simulated yet")
+		return
+	}
+	if dirHasData(n.stateDir("etcd")) {
+		go n.restartControlPlane(ctx, cfg)
+		return
+	}
+	go n.joinControlPlane(ctx, cfg)
 }

@@ -48,6 +48,18 @@ func etcdURL(ip net.IP, port int) url.URL {
 	return url.URL{Scheme: "https", Host: net.JoinHostPort(ip.String(), strconv.Itoa(port))}
 }
 
+// etcdEndpoint is the client URL of the member on ip.
+func etcdEndpoint(ip net.IP) string {
+	u := etcdURL(ip, EtcdPort)
+	return u.String()
+}
+
+// etcdPeer is the peer URL of the member on ip.
+func etcdPeer(ip net.IP) string {
+	u := etcdURL(ip, EtcdPeerPort)
+	return u.String()
+}
+
 // writeEtcdPKI issues the member's server, peer and client certificates from the etcd CA.
 func writeEtcdPKI(dir string, ca *x509.PEMEncodedCertificateAndKey, name string, ip net.IP) (transport.TLSInfo, error) {
 	if ca == nil || len(ca.Key) == 0 {
@@ -134,7 +146,10 @@ func newEtcdClient(tlsInfo transport.TLSInfo, endpoints ...string) (*clientv3.Cl
 // id is the member's etcd ID.
 func (m *etcdMember) id() uint64 { return uint64(m.server.Server.MemberID()) }
 
+// stop stops the member at once, like a node losing power: a graceful stop would try to
+// hand over leadership, which blocks for good in a cluster without quorum.
 func (m *etcdMember) stop() {
 	_ = m.client.Close()
+	m.server.Server.HardStop()
 	m.server.Close()
 }

@@ -20,6 +20,7 @@ import (
 	"context"
 	"os"
 
+	talosconfig "github.com/siderolabs/talos/pkg/machinery/config"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -56,6 +57,11 @@ func (n *Node) bootstrapEtcd(ctx context.Context) error {
 	}
 	n.etcd = member
 	n.opts.Log.Info("Bootstrapped etcd", "member", name)
+	go func(ctx context.Context, cfg talosconfig.Provider) {
+		if err := n.startControlPlane(ctx, cfg, tlsInfo); err != nil && ctx.Err() == nil {
+			n.opts.Log.Error(err, "Failed to start the control plane")
+		}
+	}(n.servicesCtx, n.cfg)
 	return nil
 }
 

@@ -17,6 +17,7 @@ limitations under the License.
 package sim
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -200,6 +201,21 @@ func (s *machineService) EtcdSnapshot(_ *machine.EtcdSnapshotRequest, stream grp
 	return streamData(stream, snapshot)
 }
 
+// Kubeconfig returns an admin kubeconfig for the cluster endpoint, as a gzipped tar.
+func (s *machineService) Kubeconfig(_ *emptypb.Empty, stream grpc.ServerStreamingServer[common.Data]) error {
+	if !s.node.isControlPlane() {
+		return status.Error(codes.FailedPrecondition, "kubeconfig is only available on control-plane nodes")
+	}
+	s.node.mu.Lock()
+	cfg := s.node.cfg
+	s.node.mu.Unlock()
+	archive, err := kubeconfigArchive(cfg)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	return streamData(stream, bytes.NewReader(archive))
+}
+
 // ServiceList reports the node's services, as Talos' service manager would.
 func (s *machineService) ServiceList(context.Context, *emptypb.Empty) (*machine.ServiceListResponse, error) {
 	services := []*machine.ServiceInfo{{Id: "apid", State: "Running", Health: &machine.ServiceHealth{Healthy: true}}}
@@ -232,12 +248,9 @@ func (n *Node) isControlPlane() bool {
 
 // wipe stops every service and drops all state: the node is back in maintenance mode.
 func (n *Node) wipe() error {
+	n.stopAll()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.etcd != nil {
-		n.etcd.stop()
-		n.etcd = nil
-	}
 	n.cfg, n.cfgData, n.staged, n.serverCert, n.clientCAs = nil, nil, nil, nil, nil
 	entries, err := os.ReadDir(n.opts.StateDir)
 	if err != nil {

@@ -58,6 +58,8 @@ type Options struct {
 	Mode configgen.Mode
 	// TalosVersion is the Talos version the node reports; DefaultTalosVersion when empty.
 	TalosVersion string
+	// BinDir holds the kube-apiserver binary control-plane nodes run.
+	BinDir string
 	// Log receives the node's log lines.
 	Log logr.Logger
 }
@@ -78,6 +80,11 @@ type Node struct {
 	maintenanceCert tls.Certificate
 	clientCAs       *stdx509.CertPool
 	etcd            *etcdMember
+	apiServer       *apiServer
+	// servicesCtx lives as long as the current config's services (joining, the kubelet);
+	// stopServices ends it.
+	servicesCtx  context.Context //nolint:containedctx // lives exactly as long as the services it starts
+	stopServices context.CancelFunc
 
 	server   *grpc.Server
 	listener net.Listener
@@ -152,16 +159,29 @@ func (n *Node) Start(ctx context.Context, userData []byte) error {
 	return nil
 }
 
-// Stop stops the API and every service of the node; its state stays on disk.
+// Stop stops the API and every service of the node; its state stays on disk. Stopping a
+// stopped node does nothing.
 func (n *Node) Stop() {
 	if n.server != nil {
 		n.server.Stop()
 		if err := <-n.serveErr; err != nil {
 			n.opts.Log.Info("Talos API stopped", "reason", err.Error())
 		}
+		n.server = nil
 	}
+	n.stopAll()
+}
+
+// stopAll stops the node's services: background work, kube-apiserver, etcd.
+func (n *Node) stopAll() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.stopServices != nil {
+		n.stopServices()
+		n.stopServices = nil
+	}
+	n.apiServer.stop()
+	n.apiServer = nil
 	if n.etcd != nil {
 		n.etcd.stop()
 		n.etcd = nil

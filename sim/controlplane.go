@@ -1,0 +1,236 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sim
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	stdslices "slices"
+	"time"
+
+	talosconfig "github.com/siderolabs/talos/pkg/machinery/config"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// retryInterval is how often background work of a node (joining etcd, starting services)
+// retries while it waits for the rest of the cluster.
+const retryInterval = time.Second
+
+// startControlPlane runs what a control-plane node runs once its etcd member is up:
+// kube-apiserver, then the kubelet stand-in. It returns when they run or ctx ends.
+func (n *Node) startControlPlane(ctx context.Context, cfg talosconfig.Provider, etcdTLS transport.TLSInfo) error {
+	s, err := n.startAPIServer(ctx, cfg, etcdTLS)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.apiServer = s
+	n.mu.Unlock()
+	admin, err := kubeClient(cfg, n.apiServerURL(), "admin", "system:masters")
+	if err != nil {
+		return err
+	}
+	if err := waitForAPIServer(ctx, admin, 90*time.Second); err != nil {
+		return err
+	}
+	n.opts.Log.Info("kube-apiserver is ready", "url", n.apiServerURL())
+	n.startKubelet(cfg, admin)
+	return nil
+}
+
+// joinControlPlane makes a configured control-plane node that was not bootstrapped a member
+// of the cluster's etcd, the way Talos does: it finds the other control-plane nodes through
+// the Kubernetes API at the cluster endpoint, adds itself as a learner, starts its member,
+// and asks to be promoted once it has caught up. Then it starts its control plane.
+func (n *Node) joinControlPlane(ctx context.Context, cfg talosconfig.Provider) {
+	log := n.opts.Log
+	for {
+		err := n.tryJoin(ctx, cfg)
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		log.V(1).Info("Waiting to join etcd", "reason", err.Error())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(retryInterval):
+		}
+	}
+}
+
+func (n *Node) tryJoin(ctx context.Context, cfg talosconfig.Provider) error {
+	n.mu.Lock()
+	name, hasMember := n.hostnameLocked(), n.etcd != nil
+	n.mu.Unlock()
+	if hasMember || dirHasData(n.stateDir("etcd")) {
+		return nil
+	}
+	endpoint := cfg.Cluster().Endpoint()
+	if endpoint == nil {
+		return errors.New("the config has no cluster endpoint")
+	}
+	admin, err := kubeClient(cfg, endpoint.String(), "admin", "system:masters")
+	if err != nil {
+		return err
+	}
+	// Like Talos' Kubernetes discovery registry, find the other control-plane nodes through
+	// their Node objects (EndpointSlices cannot hold the loopback addresses of in-process nodes).
+	nodes, err := admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "node-role.kubernetes.io/control-plane"})
+	if err != nil {
+		return fmt.Errorf("no control plane answers at %s yet: %w", endpoint, err)
+	}
+	var peers []string
+	for _, node := range nodes.Items {
+		for _, address := range node.Status.Addresses {
+			if address.Type == corev1.NodeInternalIP && address.Address != n.ip.String() {
+				peers = append(peers, etcdEndpoint(net.ParseIP(address.Address)))
+			}
+		}
+	}
+	if len(peers) == 0 {
+		return errors.New("no other control-plane node is registered yet")
+	}
+	tlsInfo, err := writeEtcdPKI(n.stateDir("etcd-pki"), cfg.Cluster().Etcd().CA(), name, n.ip)
+	if err != nil {
+		return err
+	}
+	c, err := newEtcdClient(tlsInfo, peers...)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close() }()
+
+	// Bound each membership call: etcd clients wait for a healthy endpoint otherwise.
+	callCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	peerURL := etcdURL(n.ip, EtcdPeerPort)
+	list, err := c.MemberList(callCtx)
+	if err != nil {
+		return fmt.Errorf("failed to list etcd members: %w", err)
+	}
+	// A previous attempt may have added this node already.
+	if !stdslices.ContainsFunc(list.Members, func(m *etcdserverpb.Member) bool { return stdslices.Contains(m.PeerURLs, peerURL.String()) }) {
+		added, err := c.MemberAddAsLearner(callCtx, []string{peerURL.String()})
+		if err != nil {
+			return fmt.Errorf("failed to add this node as an etcd learner: %w", err)
+		}
+		list.Members = added.Members
+	}
+	initial := ""
+	for _, m := range list.Members {
+		memberName := m.Name
+		if stdslices.Contains(m.PeerURLs, peerURL.String()) {
+			memberName = name
+		}
+		for _, u := range m.PeerURLs {
+			if initial != "" {
+				initial += ","
+			}
+			initial += memberName + "=" + u
+		}
+	}
+	member, err := startEtcd(ctx, n.stateDir("etcd"), tlsInfo, name, n.ip, initial, "existing")
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.etcd = member
+	n.mu.Unlock()
+	n.opts.Log.Info("Started etcd as a learner", "member", name)
+	// A learner serves no client requests: ask a voting member to promote it.
+	if err := n.promote(ctx, c, member.id()); err != nil {
+		return err
+	}
+	n.opts.Log.Info("Joined etcd", "member", name)
+	return n.startControlPlane(ctx, cfg, tlsInfo)
+}
+
+// restartControlPlane brings a control-plane node back after a restart: its etcd member
+// from the data on disk, then its control plane.
+func (n *Node) restartControlPlane(ctx context.Context, cfg talosconfig.Provider) {
+	name := n.hostname()
+	tlsInfo, err := writeEtcdPKI(n.stateDir("etcd-pki"), cfg.Cluster().Etcd().CA(), name, n.ip)
+	if err == nil {
+		var member *etcdMember
+		// With data on disk, etcd ignores the initial cluster and rejoins its own.
+		if member, err = startEtcd(ctx, n.stateDir("etcd"), tlsInfo, name, n.ip, name+"="+etcdPeer(n.ip), "existing"); err == nil {
+			n.mu.Lock()
+			n.etcd = member
+			n.mu.Unlock()
+			err = n.startControlPlane(ctx, cfg, tlsInfo)
+		}
+	}
+	if err != nil && ctx.Err() == nil {
+		n.opts.Log.Error(err, "Failed to restart the control plane")
+	}
+}
+
+// promote asks the cluster to make this learner a voting member until it has caught up.
+func (n *Node) promote(ctx context.Context, c *clientv3.Client, id uint64) error {
+	for {
+		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := c.MemberPromote(callCtx, id)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		n.opts.Log.V(1).Info("Waiting for promotion", "reason", err.Error())
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(retryInterval / 2):
+		}
+	}
+}
+
+// kubeconfigArchive is the admin kubeconfig for the cluster endpoint, packed as Talos packs
+// it: a gzipped tar holding one file named kubeconfig.
+func kubeconfigArchive(cfg talosconfig.Provider) ([]byte, error) {
+	endpoint := cfg.Cluster().Endpoint()
+	if endpoint == nil {
+		return nil, errors.New("the config has no cluster endpoint")
+	}
+	data, err := adminKubeconfig(cfg, cfg.Cluster().Name(), endpoint.String())
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	if err := tw.WriteHeader(&tar.Header{Name: "kubeconfig", Mode: 0o600, Size: int64(len(data)), ModTime: time.Now()}); err != nil {
+		return nil, err
+	}
+	if _, err := tw.Write(data); err != nil {
+		return nil, err
+	}
+	if err := errors.Join(tw.Close(), gz.Close()); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
