@@ -30,7 +30,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	"github.com/talon-capi/talon/sim"
 	"github.com/talon-capi/talon/test/envtest"
 	"github.com/talon-capi/talon/test/require"
@@ -59,7 +58,7 @@ func TestThreeControlPlaneNodes(t *testing.T) {
 		t.Cleanup(n.Stop)
 		nodes = append(nodes, n)
 		_, err = maintenanceClient(t, address).ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{
-			Data: render(t, bootstrapv1.GenerateTypeControlPlane, fmt.Sprintf("cp-%d", i), endpoint),
+			Data: renderControlPlane(t, fmt.Sprintf("cp-%d", i), endpoint),
 		})
 		g.Expect(err).NotTo(HaveOccurred())
 	}

@@ -71,6 +71,7 @@ func (n *Node) applyConfig(_ context.Context, data []byte) error {
 		}
 		serverCert = &cert
 	}
+	//nolint:gosec // the path is the node's own state directory, from its options.
 	if err := os.WriteFile(n.stateDir("config.yaml"), data, 0o600); err != nil {
 		return fmt.Errorf("failed to persist the config: %w", err)
 	}

@@ -20,7 +20,6 @@ import (
 	"context"
 	"os"
 
-	talosconfig "github.com/siderolabs/talos/pkg/machinery/config"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -39,29 +38,39 @@ func (n *Node) bootstrapEtcd(ctx context.Context) error {
 		return status.Error(codes.FailedPrecondition, "bootstrap is only possible on control-plane nodes")
 	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	dataDir := n.stateDir("etcd")
-	if n.etcd != nil || dirHasData(dataDir) {
+	if n.etcd != nil || n.bootstrapping || dirHasData(dataDir) {
+		n.mu.Unlock()
 		return status.Error(codes.FailedPrecondition, "etcd data directory is not empty: the cluster is already bootstrapped")
 	}
-	name := n.hostnameLocked()
-	tlsInfo, err := writeEtcdPKI(n.stateDir("etcd-pki"), n.cfg.Cluster().Etcd().CA(), name, n.ip)
+	// Start etcd without holding the lock, so the node keeps answering meanwhile.
+	n.bootstrapping = true
+	name, cfg, servicesCtx := n.hostnameLocked(), n.cfg, n.servicesCtx
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		n.bootstrapping = false
+		n.mu.Unlock()
+	}()
+
+	tlsInfo, err := writeEtcdPKI(n.stateDir("etcd-pki"), cfg.Cluster().Etcd().CA(), name, n.ip)
 	if err != nil {
 		return status.Error(codes.FailedPrecondition, err.Error())
 	}
-	peer := etcdURL(n.ip, EtcdPeerPort)
-	member, err := startEtcd(ctx, dataDir, tlsInfo, name, n.ip, name+"="+peer.String(), "new")
+	member, err := startEtcd(ctx, dataDir, tlsInfo, name, n.ip, name+"="+etcdPeer(n.ip), "new")
 	if err != nil {
 		_ = os.RemoveAll(dataDir)
 		return status.Error(codes.Internal, err.Error())
 	}
+	n.mu.Lock()
 	n.etcd = member
+	n.mu.Unlock()
 	n.opts.Log.Info("Bootstrapped etcd", "member", name)
-	go func(ctx context.Context, cfg talosconfig.Provider) {
-		if err := n.startControlPlane(ctx, cfg, tlsInfo); err != nil && ctx.Err() == nil {
+	go func() {
+		if err := n.startControlPlane(servicesCtx, cfg, tlsInfo); err != nil && servicesCtx.Err() == nil {
 			n.opts.Log.Error(err, "Failed to start the control plane")
 		}
-	}(n.servicesCtx, n.cfg)
+	}()
 	return nil
 }
 

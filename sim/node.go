@@ -80,6 +80,7 @@ type Node struct {
 	maintenanceCert tls.Certificate
 	clientCAs       *stdx509.CertPool
 	etcd            *etcdMember
+	bootstrapping   bool
 	apiServer       *apiServer
 	// servicesCtx lives as long as the current config's services (joining, the kubelet);
 	// stopServices ends it.
@@ -133,9 +134,16 @@ func (n *Node) Endpoint() string {
 }
 
 // Start serves the Talos API until Stop. userData, when not empty, is the machine config
-// the node boots with (like the USERDATA of a Talos container); without it the node waits
-// in maintenance mode for ApplyConfiguration.
+// the node boots with (like the USERDATA of a Talos container); without it the node boots
+// with the config it had before it stopped, or waits in maintenance mode for
+// ApplyConfiguration.
 func (n *Node) Start(ctx context.Context, userData []byte) error {
+	// Like a node's STATE partition, the last applied config survives a restart.
+	if len(userData) == 0 {
+		if saved, err := os.ReadFile(n.stateDir("config.yaml")); err == nil {
+			userData = saved
+		}
+	}
 	if len(userData) > 0 {
 		if err := n.applyConfig(ctx, userData); err != nil {
 			return fmt.Errorf("the boot config is refused: %w", err)

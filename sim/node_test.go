@@ -47,11 +47,11 @@ var clusterBundle = sync.OnceValue(func() *secrets.Bundle {
 	return b
 })
 
-func render(t *testing.T, generateType bootstrapv1.GenerateType, hostname, endpoint string) []byte {
+func renderControlPlane(t *testing.T, hostname, endpoint string) []byte {
 	t.Helper()
 	data, err := configgen.Render(clusterBundle(), configgen.Cluster{
 		Name: "sim", Endpoint: configgen.Endpoint{Host: endpoint, Port: 6443}, KubernetesVersion: "v1.36.3",
-	}, configgen.Machine{Spec: bootstrapv1.TalosConfigSpec{GenerateType: generateType}, Hostname: hostname, Mode: configgen.ModeContainer})
+	}, configgen.Machine{Spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane}, Hostname: hostname, Mode: configgen.ModeContainer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,6 +98,30 @@ func clientFor(t *testing.T, bundle *secrets.Bundle, endpoint string, roles ...r
 	return c
 }
 
+// clientWithCert trusts server's OS CA but presents an admin certificate issued by issuer's.
+func clientWithCert(t *testing.T, server, issuer *secrets.Bundle, endpoint string) *talosclient.Client {
+	t.Helper()
+	tc, err := configgen.NewTalosconfig(server, "sim", []string{endpoint}, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientconfig.FromBytes(tc.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := secrets.NewAdminCertificateAndKey(time.Now(), issuer.Certs.OS, role.MakeSet(role.Admin), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Contexts["sim"].Crt, cfg.Contexts["sim"].Key = encode(cert.Crt), encode(cert.Key)
+	c, err := talosclient.New(t.Context(), talosclient.WithConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 func maintenanceClient(t *testing.T, endpoint string) *talosclient.Client {
 	t.Helper()
 	//nolint:gosec // Talos clients do not verify a node in maintenance mode: it has no identity yet.
@@ -133,7 +157,7 @@ func TestMaintenanceModeAndConfigIntake(t *testing.T) {
 	_, err = c.Version(ctx)
 	g.Expect(err).NotTo(HaveOccurred(), "the node is still in maintenance mode")
 
-	_, err = c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: render(t, bootstrapv1.GenerateTypeControlPlane, "cp-1", address)})
+	_, err = c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: renderControlPlane(t, "cp-1", address)})
 	g.Expect(err).NotTo(HaveOccurred())
 
 	admin := clientFor(t, clusterBundle(), address)
@@ -148,7 +172,7 @@ func TestMaintenanceModeAndConfigIntake(t *testing.T) {
 func TestBootstrapEtcdAndAuthorization(t *testing.T) {
 	g := NewWithT(t)
 	const address = "127.0.42.2"
-	startNode(t, address, render(t, bootstrapv1.GenerateTypeControlPlane, "cp-2", address))
+	startNode(t, address, renderControlPlane(t, "cp-2", address))
 	ctx := t.Context()
 	admin := clientFor(t, clusterBundle(), address)
 
@@ -159,10 +183,13 @@ func TestBootstrapEtcdAndAuthorization(t *testing.T) {
 
 	otherBundle, err := configgen.NewBundle("", time.Now())
 	g.Expect(err).NotTo(HaveOccurred())
-	stranger := clientFor(t, otherBundle, address)
+	// The stranger trusts this node's CA, so the refusal can only come from the node
+	// checking the client certificate.
+	stranger := clientWithCert(t, clusterBundle(), otherBundle, address)
 	_, err = stranger.Version(ctx)
-	g.Expect(err).To(HaveOccurred(), "a certificate from another cluster's CA is refused")
+	g.Expect(err).To(HaveOccurred(), "a client certificate from another cluster's CA is refused")
 	g.Expect(code(err)).To(Equal(codes.Unavailable))
+	g.Expect(err.Error()).To(ContainSubstring("certificate"))
 
 	g.Expect(admin.Bootstrap(ctx, &machine.BootstrapRequest{})).To(Succeed())
 	g.Expect(code(admin.Bootstrap(ctx, &machine.BootstrapRequest{}))).To(Equal(codes.FailedPrecondition))
@@ -185,4 +212,31 @@ func TestBootstrapEtcdAndAuthorization(t *testing.T) {
 // encode writes a PEM block the way talosconfig stores it.
 func encode(pem []byte) string {
 	return base64.StdEncoding.EncodeToString(pem)
+}
+
+// TestRestartKeepsConfigAndEtcd stops a bootstrapped node and starts it again on the same
+// state: it comes back configured, with its etcd member, without a new Bootstrap.
+func TestRestartKeepsConfigAndEtcd(t *testing.T) {
+	g := NewWithT(t)
+	const address = "127.0.42.3"
+	ctx := t.Context()
+	state := t.TempDir()
+	first, err := sim.NewNode(sim.Options{Address: address, StateDir: state})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(first.Start(ctx, renderControlPlane(t, "cp-3", address))).To(Succeed())
+	admin := clientFor(t, clusterBundle(), address)
+	g.Expect(admin.Bootstrap(ctx, &machine.BootstrapRequest{})).To(Succeed())
+	first.Stop()
+
+	second, err := sim.NewNode(sim.Options{Address: address, StateDir: state})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(second.Start(ctx, nil)).To(Succeed())
+	t.Cleanup(second.Stop)
+	again := clientFor(t, clusterBundle(), address)
+	g.Eventually(func(g Gomega) {
+		members, err := again.EtcdMemberList(ctx, &machine.EtcdMemberListRequest{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(members.Messages[0].Members).To(ConsistOf(HaveField("Hostname", "cp-3")))
+	}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
+	g.Expect(code(again.Bootstrap(ctx, &machine.BootstrapRequest{}))).To(Equal(codes.FailedPrecondition))
 }

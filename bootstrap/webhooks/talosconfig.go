@@ -50,7 +50,11 @@ func (w *TalosConfig) ValidateCreate(_ context.Context, c *bootstrapv1.TalosConf
 
 // ValidateUpdate also keeps the spec as it is once the data Secret exists.
 func (w *TalosConfig) ValidateUpdate(_ context.Context, oldC, newC *bootstrapv1.TalosConfig) (admission.Warnings, error) {
-	if ptr.Deref(oldC.Status.Initialization.DataSecretCreated, false) && !equality.Semantic.DeepEqual(oldC.Spec, newC.Spec) {
+	// Metadata changes (owner references, labels, clusterctl move) never depend on the spec.
+	if equality.Semantic.DeepEqual(oldC.Spec, newC.Spec) {
+		return nil, nil
+	}
+	if ptr.Deref(oldC.Status.Initialization.DataSecretCreated, false) {
 		return nil, invalid("TalosConfig", newC.Name, field.ErrorList{field.Forbidden(field.NewPath("spec"),
 			"the machine config is already written to the bootstrap data Secret and is not rewritten; "+
 				"change the TalosConfigTemplate or the control plane's controlPlaneConfig to roll out new Machines instead")})

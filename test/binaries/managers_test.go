@@ -29,7 +29,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -118,8 +117,7 @@ func TestManagersServeHealthAndStopOnSIGTERM(t *testing.T) {
 			health, diagnostics, webhook := freePort(t), freePort(t), freePort(t)
 			// Serve webhooks with the certificate envtest made for the test process.
 			_, _, certDir := env.WebhookServing()
-			var logs strings.Builder
-			cmd := exec.CommandContext(context.Background(), filepath.Join(bin, name+"-manager"),
+			manager := startProcess(t, filepath.Join(bin, name+"-manager"), nil,
 				"--kubeconfig="+kubeconfigPath,
 				"--health-addr=127.0.0.1:"+strconv.Itoa(health),
 				"--diagnostics-address=127.0.0.1:"+strconv.Itoa(diagnostics),
@@ -129,18 +127,6 @@ func TestManagersServeHealthAndStopOnSIGTERM(t *testing.T) {
 				"--leader-elect",
 				"--leader-elect-namespace="+ns,
 			)
-			cmd.Stdout, cmd.Stderr = &logs, &logs
-			g.Expect(cmd.Start()).To(Succeed())
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
-			t.Cleanup(func() {
-				if cmd.ProcessState == nil {
-					_ = cmd.Process.Kill()
-				}
-				if t.Failed() {
-					t.Logf("Manager output:\n%s", logs.String())
-				}
-			})
 
 			for _, path := range []string{"/healthz", "/readyz"} {
 				url := fmt.Sprintf("http://127.0.0.1:%d%s", health, path)
@@ -169,18 +155,8 @@ func TestManagersServeHealthAndStopOnSIGTERM(t *testing.T) {
 			}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 
 			t.Log("SIGTERM stops the manager with exit code 0 and releases the Lease")
-			g.Expect(cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
-			select {
-			case err := <-exited:
-				var exitErr *exec.ExitError
-				if errors.As(err, &exitErr) {
-					t.Fatalf("Manager exited with %v after SIGTERM", exitErr)
-				}
-				g.Expect(err).NotTo(HaveOccurred())
-			case <-time.After(30 * time.Second):
-				t.Fatal("Manager did not exit within 30s of SIGTERM")
-			}
-			g.Expect(logs.String()).To(ContainSubstring("Manager stopped"))
+			manager.terminate(t)
+			g.Expect(manager.logs.String()).To(ContainSubstring("Manager stopped"))
 			g.Expect(env.Client.Get(ctx, leaseKey, lease)).To(Succeed())
 			g.Expect(lease.Spec.HolderIdentity).To(Or(BeNil(), HaveValue(BeEmpty())))
 		})

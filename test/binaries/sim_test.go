@@ -17,14 +17,8 @@ limitations under the License.
 package binaries
 
 import (
-	"context"
 	"encoding/base64"
-	"errors"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -52,22 +46,9 @@ func TestTalonSimProcess(t *testing.T) {
 	}, configgen.Machine{Spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane}, Hostname: "proc-cp", Mode: configgen.ModeContainer})
 	g.Expect(err).NotTo(HaveOccurred())
 
-	var logs strings.Builder
-	cmd := exec.CommandContext(context.Background(), filepath.Join(buildCommands(t), "talon"), "sim",
-		"--address", address, "--state-dir", t.TempDir(), "--bin-dir", envtest.BinDir())
-	cmd.Env = append(os.Environ(), "PLATFORM=container", "USERDATA="+base64.StdEncoding.EncodeToString(config))
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	g.Expect(cmd.Start()).To(Succeed())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-		}
-		if t.Failed() {
-			t.Logf("talon sim output:\n%s", logs.String())
-		}
-	})
+	node := startProcess(t, filepath.Join(buildCommands(t), "talon"),
+		[]string{"PLATFORM=container", "USERDATA=" + base64.StdEncoding.EncodeToString(config)},
+		"sim", "--address", address, "--state-dir", t.TempDir(), "--bin-dir", envtest.BinDir())
 
 	tc, err := configgen.NewTalosconfig(bundle, "proc", []string{address}, time.Now(), time.Hour)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -87,12 +68,5 @@ func TestTalonSimProcess(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(members.Messages[0].Members).To(ConsistOf(HaveField("Hostname", "proc-cp")))
 
-	g.Expect(cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
-	select {
-	case err := <-exited:
-		var exitErr *exec.ExitError
-		g.Expect(errors.As(err, &exitErr)).To(BeFalse(), "talon sim exited with %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("talon sim did not exit within 30s of SIGTERM")
-	}
+	node.terminate(t)
 }

@@ -92,6 +92,10 @@ func create(ctx context.Context, c client.Client, cluster *clusterv1.Cluster, ta
 	ca := &corev1.Secret{}
 	err := c.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: CASecretName(cluster.Name)}, ca)
 	if err == nil {
+		// Another caller may have created both since this one looked for the bundle.
+		if bundle, err := Get(ctx, c, cluster); err == nil {
+			return bundle, nil
+		}
 		return nil, fmt.Errorf("%w: Secret %s is gone but %s still holds the cluster's CA; restore %s from a backup "+
 			"(a new bundle would give the cluster a second identity)", ErrBundleMissing,
 			BundleSecretName(cluster.Name), CASecretName(cluster.Name), BundleSecretName(cluster.Name))

@@ -94,6 +94,9 @@ func EnsureTalosconfig(ctx context.Context, c client.Client, cluster *clusterv1.
 }
 
 func updateTalosconfig(ctx context.Context, c client.Client, s *corev1.Secret, data []byte, expires time.Time) error {
+	if s.Data == nil {
+		s.Data = map[string][]byte{}
+	}
 	s.Data[TalosconfigKey] = data
 	if s.Annotations == nil {
 		s.Annotations = map[string]string{}

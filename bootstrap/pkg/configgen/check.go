@@ -40,13 +40,14 @@ var checkCluster = Cluster{
 
 // Check renders spec for a stand-in cluster and reports why a node would not get a valid
 // config from it: an unknown version, a patch that does not parse or does not apply, data
-// that is not a config. Webhooks use it to refuse such specs at admission. Checks that
-// depend on the real cluster or the node's runtime mode happen when the config is rendered.
+// that is not a config. Webhooks use it to refuse such specs at admission. It applies no
+// runtime-specific rule (an install disk for metal, host DNS for containers): those, and
+// checks that depend on the real cluster, happen when the config is rendered.
 func Check(spec bootstrapv1.TalosConfigSpec) error {
 	bundle, err := checkBundle()
 	if err != nil {
 		return err
 	}
-	_, err = Render(bundle, checkCluster, Machine{Spec: spec, Mode: ModeContainer})
+	_, err = Render(bundle, checkCluster, Machine{Spec: spec, Mode: modeAny})
 	return err
 }

@@ -26,6 +26,10 @@ const (
 	ModeMetal Mode = "metal"
 	// ModeContainer is a node running as a container, e.g. in Docker.
 	ModeContainer Mode = "container"
+
+	// modeAny checks what holds for every runtime, for specs whose nodes' runtime is not
+	// known yet (at admission): neither install nor container-only requirements apply.
+	modeAny Mode = "any"
 )
 
 // ParseMode turns "metal" or "container" into a Mode.

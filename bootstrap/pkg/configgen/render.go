@@ -211,6 +211,9 @@ func Validate(data []byte, mode Mode) ([]byte, error) {
 		return nil, fmt.Errorf("the machine config does not load: %w", err)
 	}
 	if _, err := cfg.Validate(mode, validation.WithLocal()); err != nil {
+		if mode == modeAny {
+			return nil, fmt.Errorf("the machine config is not valid: %s", oneLine(err))
+		}
 		return nil, fmt.Errorf("the machine config is not valid for a %s node: %s", mode, oneLine(err))
 	}
 	out, err := cfg.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))

@@ -152,6 +152,12 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, config *bootstrapv1.Ta
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: config.Namespace, Name: secretName}, existing)
 	switch {
 	case err == nil:
+		if owner := metav1.GetControllerOf(existing); owner == nil || owner.UID != config.UID {
+			// A Secret of an earlier TalosConfig of the same name, not yet garbage collected.
+			setFalse(config, bootstrapv1.InternalErrorReason, fmt.Sprintf(
+				"Secret %s belongs to another TalosConfig; waiting for it to be deleted", secretName))
+			return fmt.Errorf("data Secret %s is not controlled by TalosConfig %s", secretName, klog.KObj(config))
+		}
 		setDataSecretCreated(config, secretName)
 		return nil
 	case !apierrors.IsNotFound(err):
