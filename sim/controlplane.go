@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	stdslices "slices"
 	"time"
 
@@ -47,13 +48,24 @@ func (n *Node) startControlPlane(ctx context.Context, cfg talosconfig.Provider, 
 		return err
 	}
 	n.mu.Lock()
+	if ctx.Err() != nil {
+		// The node stopped or was reset while the process started.
+		n.mu.Unlock()
+		s.stop()
+		return ctx.Err()
+	}
 	n.apiServer = s
 	n.mu.Unlock()
 	admin, err := kubeClient(cfg, n.apiServerURL(), "admin", "system:masters")
-	if err != nil {
-		return err
+	if err == nil {
+		err = waitForAPIServer(ctx, admin, 90*time.Second)
 	}
-	if err := waitForAPIServer(ctx, admin, 90*time.Second); err != nil {
+	if err != nil {
+		// Free the port for the next attempt; the log in the state directory says why.
+		n.mu.Lock()
+		n.apiServer = nil
+		n.mu.Unlock()
+		s.stop()
 		return err
 	}
 	n.opts.Log.Info("kube-apiserver is ready", "url", n.apiServerURL())
@@ -67,10 +79,16 @@ func (n *Node) startControlPlane(ctx context.Context, cfg talosconfig.Provider, 
 // and asks to be promoted once it has caught up. Then it starts its control plane.
 func (n *Node) joinControlPlane(ctx context.Context, cfg talosconfig.Provider) {
 	log := n.opts.Log
+	var tlsInfo transport.TLSInfo
 	for {
-		err := n.tryJoin(ctx, cfg)
-		if err == nil {
+		var err error
+		tlsInfo, err = n.tryJoin(ctx, cfg)
+		if errors.Is(err, errHasMember) {
+			// Bootstrapped here, or restarted with a member: its own path starts the rest.
 			return
+		}
+		if err == nil {
+			break
 		}
 		if ctx.Err() != nil {
 			return
@@ -82,28 +100,44 @@ func (n *Node) joinControlPlane(ctx context.Context, cfg talosconfig.Provider) {
 		case <-time.After(retryInterval):
 		}
 	}
+	for {
+		err := n.startControlPlane(ctx, cfg, tlsInfo)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		log.Error(err, "Failed to start the control plane, retrying")
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(retryInterval):
+		}
+	}
 }
 
-func (n *Node) tryJoin(ctx context.Context, cfg talosconfig.Provider) error {
+// errHasMember means the node already runs (or has data of) an etcd member.
+var errHasMember = errors.New("this node already has an etcd member")
+
+// tryJoin makes this node an etcd member of the cluster; it returns the member's TLS files.
+func (n *Node) tryJoin(ctx context.Context, cfg talosconfig.Provider) (transport.TLSInfo, error) {
 	n.mu.Lock()
-	name, hasMember := n.hostnameLocked(), n.etcd != nil
+	name, hasMember := n.hostnameLocked(), n.etcd != nil || n.bootstrapping
 	n.mu.Unlock()
 	if hasMember || dirHasData(n.stateDir("etcd")) {
-		return nil
+		return transport.TLSInfo{}, errHasMember
 	}
 	endpoint := cfg.Cluster().Endpoint()
 	if endpoint == nil {
-		return errors.New("the config has no cluster endpoint")
+		return transport.TLSInfo{}, errors.New("the config has no cluster endpoint")
 	}
 	admin, err := kubeClient(cfg, endpoint.String(), "admin", "system:masters")
 	if err != nil {
-		return err
+		return transport.TLSInfo{}, err
 	}
 	// Like Talos' Kubernetes discovery registry, find the other control-plane nodes through
 	// their Node objects (EndpointSlices cannot hold the loopback addresses of in-process nodes).
 	nodes, err := admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "node-role.kubernetes.io/control-plane"})
 	if err != nil {
-		return fmt.Errorf("no control plane answers at %s yet: %w", endpoint, err)
+		return transport.TLSInfo{}, fmt.Errorf("no control plane answers at %s yet: %w", endpoint, err)
 	}
 	var peers []string
 	for _, node := range nodes.Items {
@@ -114,15 +148,15 @@ func (n *Node) tryJoin(ctx context.Context, cfg talosconfig.Provider) error {
 		}
 	}
 	if len(peers) == 0 {
-		return errors.New("no other control-plane node is registered yet")
+		return transport.TLSInfo{}, errors.New("no other control-plane node is registered yet")
 	}
 	tlsInfo, err := writeEtcdPKI(n.stateDir("etcd-pki"), cfg.Cluster().Etcd().CA(), name, n.ip)
 	if err != nil {
-		return err
+		return transport.TLSInfo{}, err
 	}
 	c, err := newEtcdClient(tlsInfo, peers...)
 	if err != nil {
-		return err
+		return transport.TLSInfo{}, err
 	}
 	defer func() { _ = c.Close() }()
 
@@ -132,13 +166,13 @@ func (n *Node) tryJoin(ctx context.Context, cfg talosconfig.Provider) error {
 	peerURL := etcdURL(n.ip, EtcdPeerPort)
 	list, err := c.MemberList(callCtx)
 	if err != nil {
-		return fmt.Errorf("failed to list etcd members: %w", err)
+		return transport.TLSInfo{}, fmt.Errorf("failed to list etcd members: %w", err)
 	}
 	// A previous attempt may have added this node already.
 	if !stdslices.ContainsFunc(list.Members, func(m *etcdserverpb.Member) bool { return stdslices.Contains(m.PeerURLs, peerURL.String()) }) {
 		added, err := c.MemberAddAsLearner(callCtx, []string{peerURL.String()})
 		if err != nil {
-			return fmt.Errorf("failed to add this node as an etcd learner: %w", err)
+			return transport.TLSInfo{}, fmt.Errorf("failed to add this node as an etcd learner: %w", err)
 		}
 		list.Members = added.Members
 	}
@@ -157,7 +191,9 @@ func (n *Node) tryJoin(ctx context.Context, cfg talosconfig.Provider) error {
 	}
 	member, err := startEtcd(ctx, n.stateDir("etcd"), tlsInfo, name, n.ip, initial, "existing")
 	if err != nil {
-		return err
+		// Leave no half-made data directory behind: the next attempt starts afresh.
+		_ = os.RemoveAll(n.stateDir("etcd"))
+		return transport.TLSInfo{}, err
 	}
 	n.mu.Lock()
 	n.etcd = member
@@ -165,10 +201,10 @@ func (n *Node) tryJoin(ctx context.Context, cfg talosconfig.Provider) error {
 	n.opts.Log.Info("Started etcd as a learner", "member", name)
 	// A learner serves no client requests: ask a voting member to promote it.
 	if err := n.promote(ctx, c, member.id()); err != nil {
-		return err
+		return transport.TLSInfo{}, err
 	}
 	n.opts.Log.Info("Joined etcd", "member", name)
-	return n.startControlPlane(ctx, cfg, tlsInfo)
+	return tlsInfo, nil
 }
 
 // restartControlPlane brings a control-plane node back after a restart: its etcd member

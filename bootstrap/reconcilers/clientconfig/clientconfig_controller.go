@@ -157,9 +157,11 @@ func controlPlaneMachineToCluster(_ context.Context, o client.Object) []ctrl.Req
 	return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: labels[clusterv1.ClusterNameLabel]}}}
 }
 
+// bundleSecretToCluster maps the bundle Secret (created: write the talosconfig) and the
+// talosconfig Secret (edited or deleted: restore it) to their Cluster.
 func bundleSecretToCluster(_ context.Context, o client.Object) []ctrl.Request {
 	cluster := o.GetLabels()[clusterv1.ClusterNameLabel]
-	if cluster == "" || o.GetName() != clustersecrets.BundleSecretName(cluster) {
+	if cluster == "" || (o.GetName() != clustersecrets.BundleSecretName(cluster) && o.GetName() != clustersecrets.TalosconfigSecretName(cluster)) {
 		return nil
 	}
 	return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: cluster}}}

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -139,11 +140,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, config); err != nil || isPaused || requeue {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, r.reconcileNormal(ctx, config, owner, cluster)
+	return r.reconcileNormal(ctx, config, owner, cluster)
 }
 
+// bundleRecheckInterval is how often a TalosConfig whose cluster lost its bundle looks
+// for it again: restoring the Secret from a backup is a manual step.
+const bundleRecheckInterval = time.Minute
+
 // reconcileNormal writes the data Secret once the cluster is ready for it.
-func (r *Reconciler) reconcileNormal(ctx context.Context, config *bootstrapv1.TalosConfig, owner *configOwner, cluster *clusterv1.Cluster) error {
+func (r *Reconciler) reconcileNormal(ctx context.Context, config *bootstrapv1.TalosConfig, owner *configOwner, cluster *clusterv1.Cluster) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	secretName := DataSecretName(config.Name)
 
@@ -156,24 +161,24 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, config *bootstrapv1.Ta
 			// A Secret of an earlier TalosConfig of the same name, not yet garbage collected.
 			setFalse(config, bootstrapv1.InternalErrorReason, fmt.Sprintf(
 				"Secret %s belongs to another TalosConfig; waiting for it to be deleted", secretName))
-			return fmt.Errorf("data Secret %s is not controlled by TalosConfig %s", secretName, klog.KObj(config))
+			return ctrl.Result{}, fmt.Errorf("data Secret %s is not controlled by TalosConfig %s", secretName, klog.KObj(config))
 		}
 		setDataSecretCreated(config, secretName)
-		return nil
+		return ctrl.Result{}, nil
 	case !apierrors.IsNotFound(err):
 		setInternalError(config, err)
-		return fmt.Errorf("failed to get data Secret %s: %w", secretName, err)
+		return ctrl.Result{}, fmt.Errorf("failed to get data Secret %s: %w", secretName, err)
 	}
 
 	if !ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false) {
 		setWaiting(config, bootstrapv1.WaitingForInfrastructureReason,
 			fmt.Sprintf("Waiting for the infrastructure of Cluster %s to be provisioned", cluster.Name))
-		return nil
+		return ctrl.Result{}, nil
 	}
 	if !cluster.Spec.ControlPlaneEndpoint.IsValid() {
 		setWaiting(config, bootstrapv1.WaitingForControlPlaneEndpointReason,
 			fmt.Sprintf("Waiting for Cluster %s to get a control-plane endpoint", cluster.Name))
-		return nil
+		return ctrl.Result{}, nil
 	}
 
 	lock, _ := r.bundleLocks.LoadOrStore(client.ObjectKeyFromObject(cluster), &sync.Mutex{})
@@ -184,10 +189,10 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, config *bootstrapv1.Ta
 		if errors.Is(err, clustersecrets.ErrBundleMissing) {
 			setFalse(config, bootstrapv1.SecretsBundleUnavailableReason, err.Error())
 			log.Error(err, "Refusing to create a second secrets bundle")
-			return nil
+			return ctrl.Result{RequeueAfter: bundleRecheckInterval}, nil
 		}
 		setInternalError(config, err)
-		return err
+		return ctrl.Result{}, err
 	}
 
 	data, err := configgen.Render(bundle, configgen.ClusterFrom(cluster, owner.version), machineInput(config, owner))
@@ -196,16 +201,16 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, config *bootstrapv1.Ta
 		// a reconcile, so there is nothing to retry.
 		setFalse(config, bootstrapv1.InvalidConfigReason, err.Error())
 		log.Info("The TalosConfig does not render to a valid machine config", "reason", err.Error())
-		return nil
+		return ctrl.Result{}, nil
 	}
 
 	if err := r.createDataSecret(ctx, config, cluster, secretName, data); err != nil {
 		setInternalError(config, err)
-		return err
+		return ctrl.Result{}, err
 	}
 	log.Info("Wrote the machine config", "Secret", klog.KRef(config.Namespace, secretName))
 	setDataSecretCreated(config, secretName)
-	return nil
+	return ctrl.Result{}, nil
 }
 
 // DataSecretName is the deterministic name of a TalosConfig's bootstrap data Secret.
