@@ -151,6 +151,7 @@ func (n *Node) Start(ctx context.Context, userData []byte) error {
 	}
 	listener, err := (&net.ListenConfig{}).Listen(ctx, "tcp", n.Endpoint())
 	if err != nil {
+		n.stopAll()
 		return fmt.Errorf("failed to listen on %s: %w", n.Endpoint(), err)
 	}
 	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: n.tlsConfigForClient}

@@ -188,8 +188,9 @@ func TestBootstrapEtcdAndAuthorization(t *testing.T) {
 	stranger := clientWithCert(t, clusterBundle(), otherBundle, address)
 	_, err = stranger.Version(ctx)
 	g.Expect(err).To(HaveOccurred(), "a client certificate from another cluster's CA is refused")
+	// The node ends the handshake: the client sees a bad-certificate alert or the closed
+	// connection, depending on timing.
 	g.Expect(code(err)).To(Equal(codes.Unavailable))
-	g.Expect(err.Error()).To(ContainSubstring("certificate"))
 
 	g.Expect(admin.Bootstrap(ctx, &machine.BootstrapRequest{})).To(Succeed())
 	g.Expect(code(admin.Bootstrap(ctx, &machine.BootstrapRequest{}))).To(Equal(codes.FailedPrecondition))
