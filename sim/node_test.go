@@ -71,35 +71,16 @@ func startNode(t *testing.T, address string, userData []byte) *sim.Node {
 	return n
 }
 
-// clientFor is a machinery client with a certificate of roles from bundle.
+// clientFor is a machinery client trusting bundle's OS CA, with an admin certificate from
+// it, or one holding roles when given.
 func clientFor(t *testing.T, bundle *secrets.Bundle, endpoint string, roles ...role.Role) *talosclient.Client {
 	t.Helper()
-	tc, err := configgen.NewTalosconfig(bundle, "sim", []string{endpoint}, time.Now(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientconfig.FromBytes(tc.Data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(roles) > 0 {
-		cert, err := secrets.NewAdminCertificateAndKey(time.Now(), bundle.Certs.OS, role.MakeSet(roles...), time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Contexts["sim"].Crt = encode(cert.Crt)
-		cfg.Contexts["sim"].Key = encode(cert.Key)
-	}
-	c, err := talosclient.New(t.Context(), talosclient.WithConfig(cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return clientWithCert(t, bundle, bundle, endpoint, roles...)
 }
 
-// clientWithCert trusts server's OS CA but presents an admin certificate issued by issuer's.
-func clientWithCert(t *testing.T, server, issuer *secrets.Bundle, endpoint string) *talosclient.Client {
+// clientWithCert trusts server's OS CA but presents a certificate issued by issuer's CA
+// with roles (admin when none are given).
+func clientWithCert(t *testing.T, server, issuer *secrets.Bundle, endpoint string, roles ...role.Role) *talosclient.Client {
 	t.Helper()
 	tc, err := configgen.NewTalosconfig(server, "sim", []string{endpoint}, time.Now(), time.Hour)
 	if err != nil {
@@ -109,7 +90,10 @@ func clientWithCert(t *testing.T, server, issuer *secrets.Bundle, endpoint strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := secrets.NewAdminCertificateAndKey(time.Now(), issuer.Certs.OS, role.MakeSet(role.Admin), time.Hour)
+	if len(roles) == 0 {
+		roles = []role.Role{role.Admin}
+	}
+	cert, err := secrets.NewAdminCertificateAndKey(time.Now(), issuer.Certs.OS, role.MakeSet(roles...), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
