@@ -135,9 +135,9 @@ $(GOTESTSUM): hack/tools/go.mod hack/tools/go.sum
 $(GOLANGCI_LINT): hack/tools/lint/go.mod hack/tools/lint/go.sum
 	cd hack/tools/lint && go build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 $(KUBE_APISERVER): hack/tools/kubernetes/go.mod hack/tools/kubernetes/go.sum
-	cd hack/tools/kubernetes && go build -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+	cd hack/tools/kubernetes && CGO_ENABLED=0 go build -trimpath -o $@ k8s.io/kubernetes/cmd/kube-apiserver
 $(KUBE_CONTROLLER_MANAGER): hack/tools/kubernetes/go.mod hack/tools/kubernetes/go.sum
-	cd hack/tools/kubernetes && go build -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
+	cd hack/tools/kubernetes && CGO_ENABLED=0 go build -trimpath -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
 $(ETCD): hack/tools/etcd/go.mod hack/tools/etcd/go.sum
 	cd hack/tools/etcd && go build -o $@ go.etcd.io/etcd/server/v3
 $(CLUSTERCTL): hack/tools/capi/go.mod hack/tools/capi/go.sum

@@ -39,6 +39,7 @@ var methodRoles = map[string]role.Set{
 	"EtcdSnapshot":          role.MakeSet(role.Admin, role.Operator, role.EtcdBackup),
 	"EtcdForfeitLeadership": role.MakeSet(role.Admin, role.Operator),
 	"Reboot":                role.MakeSet(role.Admin, role.Operator),
+	"Shutdown":              role.MakeSet(role.Admin, role.Operator),
 }
 
 // maintenanceMethods are what a node without a config answers, to anyone, as Talos'
@@ -46,6 +47,9 @@ var methodRoles = map[string]role.Set{
 var maintenanceMethods = map[string]bool{"Version": true, "ApplyConfiguration": true}
 
 func (n *Node) authorizeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := n.waitWhilePartitioned(ctx); err != nil {
+		return nil, err
+	}
 	if err := n.authorize(ctx, info.FullMethod); err != nil {
 		return nil, err
 	}
@@ -53,6 +57,9 @@ func (n *Node) authorizeUnary(ctx context.Context, req any, info *grpc.UnaryServ
 }
 
 func (n *Node) authorizeStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := n.waitWhilePartitioned(ss.Context()); err != nil {
+		return err
+	}
 	if err := n.authorize(ss.Context(), info.FullMethod); err != nil {
 		return err
 	}

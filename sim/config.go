@@ -78,11 +78,19 @@ func (n *Node) applyConfig(_ context.Context, data []byte) error {
 
 	n.mu.Lock()
 	first := n.cfg == nil
-	n.cfg, n.cfgData, n.clientCAs, n.serverCert = cfg, data, clientCAs, serverCert
+	n.cfg, n.cfgData, n.clientCAs = cfg, data, clientCAs
+	if serverCert != nil || first {
+		// A worker keeps the certificate trustd issued it.
+		n.serverCert = serverCert
+	}
 	n.opts.Log.Info("Machine config applied", "type", cfg.Machine().Type().String(), "hostname", n.hostnameLocked())
 	n.mu.Unlock()
 	if first {
 		n.startServices(cfg)
+	}
+	select {
+	case n.configChanged <- struct{}{}:
+	default:
 	}
 	return nil
 }
@@ -96,7 +104,7 @@ func (n *Node) startServices(cfg talosconfig.Provider) {
 	n.servicesCtx, n.stopServices = ctx, cancel
 	n.mu.Unlock()
 	if cfg.Machine().Type() != machinetype.TypeControlPlane {
-		n.opts.Log.Info("Worker configured: the kubelet stand-in of workers is not simulated yet")
+		go n.runWorker(ctx, cfg)
 		return
 	}
 	if dirHasData(n.stateDir("etcd")) {

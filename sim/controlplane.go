@@ -41,36 +41,65 @@ import (
 const retryInterval = time.Second
 
 // startControlPlane runs what a control-plane node runs once its etcd member is up:
-// kube-apiserver, then the kubelet stand-in. It returns when they run or ctx ends.
+// kube-apiserver; once it answers, the cluster's bootstrap manifests,
+// kube-controller-manager, and the kubelet stand-in with the mirror Pods of the static
+// control-plane pods. It returns when they run or ctx ends.
 func (n *Node) startControlPlane(ctx context.Context, cfg talosconfig.Provider, etcdTLS transport.TLSInfo) error {
 	s, err := n.startAPIServer(ctx, cfg, etcdTLS)
 	if err != nil {
 		return err
 	}
-	n.mu.Lock()
-	if ctx.Err() != nil {
-		// The node stopped or was reset while the process started.
-		n.mu.Unlock()
-		s.stop()
+	if !n.adopt(ctx, &n.apiServer, s) {
 		return ctx.Err()
 	}
-	n.apiServer = s
-	n.mu.Unlock()
 	admin, err := kubeClient(cfg, n.apiServerURL(), "admin", "system:masters")
 	if err == nil {
 		err = waitForAPIServer(ctx, admin, 90*time.Second)
 	}
+	if err == nil {
+		err = applyBootstrapManifests(ctx, cfg, admin)
+	}
+	var kcm *component
+	if err == nil {
+		kcm, err = n.startControllerManager(ctx, cfg)
+	}
 	if err != nil {
-		// Free the port for the next attempt; the log in the state directory says why.
-		n.mu.Lock()
-		n.apiServer = nil
-		n.mu.Unlock()
-		s.stop()
+		// Free the ports for the next attempt; the logs in the state directory say why.
+		n.stopComponents()
 		return err
 	}
-	n.opts.Log.Info("kube-apiserver is ready", "url", n.apiServerURL())
-	n.startKubelet(cfg, admin)
+	if !n.adopt(ctx, &n.controllerManager, kcm) {
+		return ctx.Err()
+	}
+	n.opts.Log.Info("Control plane is up", "kube-apiserver", n.apiServerURL())
+	n.startKubelet(admin)
 	return nil
+}
+
+// adopt records a started component in *slot, unless the node stopped or was reset while it
+// started: then it stops the component and reports false.
+func (n *Node) adopt(ctx context.Context, slot **component, c *component) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if ctx.Err() != nil {
+		c.stop()
+		return false
+	}
+	*slot = c
+	return true
+}
+
+// stopComponents stops the node's Kubernetes control-plane processes.
+func (n *Node) stopComponents() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.stopComponentsLocked()
+}
+
+func (n *Node) stopComponentsLocked() {
+	n.controllerManager.stop()
+	n.apiServer.stop()
+	n.controllerManager, n.apiServer = nil, nil
 }
 
 // joinControlPlane makes a configured control-plane node that was not bootstrapped a member
@@ -78,40 +107,22 @@ func (n *Node) startControlPlane(ctx context.Context, cfg talosconfig.Provider, 
 // the Kubernetes API at the cluster endpoint, adds itself as a learner, starts its member,
 // and asks to be promoted once it has caught up. Then it starts its control plane.
 func (n *Node) joinControlPlane(ctx context.Context, cfg talosconfig.Provider) {
-	log := n.opts.Log
 	var tlsInfo transport.TLSInfo
-	for {
+	hasMember := false
+	err := n.retry(ctx, "Waiting to join etcd", func() error {
 		var err error
 		tlsInfo, err = n.tryJoin(ctx, cfg)
 		if errors.Is(err, errHasMember) {
-			// Bootstrapped here, or restarted with a member: its own path starts the rest.
-			return
+			// Bootstrapped here, or restarted with a member: that path starts the rest.
+			hasMember = true
+			return nil
 		}
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		log.V(1).Info("Waiting to join etcd", "reason", err.Error())
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(retryInterval):
-		}
+		return err
+	})
+	if err != nil || hasMember {
+		return
 	}
-	for {
-		err := n.startControlPlane(ctx, cfg, tlsInfo)
-		if err == nil || ctx.Err() != nil {
-			return
-		}
-		log.Error(err, "Failed to start the control plane, retrying")
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(retryInterval):
-		}
-	}
+	_ = n.retry(ctx, "Waiting to start the control plane", func() error { return n.startControlPlane(ctx, cfg, tlsInfo) })
 }
 
 // errHasMember means the node already runs (or has data of) an etcd member.
@@ -210,21 +221,35 @@ func (n *Node) tryJoin(ctx context.Context, cfg talosconfig.Provider) (transport
 // restartControlPlane brings a control-plane node back after a restart: its etcd member
 // from the data on disk, then its control plane.
 func (n *Node) restartControlPlane(ctx context.Context, cfg talosconfig.Provider) {
+	if err := n.retry(ctx, "Waiting to restart etcd", func() error { return n.startOwnEtcd(ctx, cfg) }); err != nil {
+		return
+	}
+	tlsInfo := etcdTLSInfo(n.stateDir("etcd-pki"))
+	if err := n.retry(ctx, "Waiting to start the control plane", func() error { return n.startControlPlane(ctx, cfg, tlsInfo) }); err != nil {
+		return
+	}
+}
+
+// startOwnEtcd starts the node's etcd member from its data directory: with data on disk,
+// etcd ignores the initial cluster and rejoins its own.
+func (n *Node) startOwnEtcd(ctx context.Context, cfg talosconfig.Provider) error {
 	name := n.hostname()
 	tlsInfo, err := writeEtcdPKI(n.stateDir("etcd-pki"), cfg.Cluster().Etcd().CA(), name, n.ip)
-	if err == nil {
-		var member *etcdMember
-		// With data on disk, etcd ignores the initial cluster and rejoins its own.
-		if member, err = startEtcd(ctx, n.stateDir("etcd"), tlsInfo, name, n.ip, name+"="+etcdPeer(n.ip), "existing"); err == nil {
-			n.mu.Lock()
-			n.etcd = member
-			n.mu.Unlock()
-			err = n.startControlPlane(ctx, cfg, tlsInfo)
-		}
+	if err != nil {
+		return err
 	}
-	if err != nil && ctx.Err() == nil {
-		n.opts.Log.Error(err, "Failed to restart the control plane")
+	member, err := startEtcd(ctx, n.stateDir("etcd"), tlsInfo, name, n.ip, name+"="+etcdPeer(n.ip), "existing")
+	if err != nil {
+		return err
 	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if ctx.Err() != nil {
+		member.stop()
+		return ctx.Err()
+	}
+	n.etcd = member
+	return nil
 }
 
 // promote asks the cluster to make this learner a voting member until it has caught up.
@@ -252,7 +277,7 @@ func kubeconfigArchive(cfg talosconfig.Provider) ([]byte, error) {
 	if endpoint == nil {
 		return nil, errors.New("the config has no cluster endpoint")
 	}
-	data, err := adminKubeconfig(cfg, cfg.Cluster().Name(), endpoint.String())
+	data, err := adminKubeconfig(cfg, endpoint.String())
 	if err != nil {
 		return nil, err
 	}

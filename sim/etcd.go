@@ -79,12 +79,17 @@ func writeEtcdPKI(dir string, ca *x509.PEMEncodedCertificateAndKey, name string,
 			return transport.TLSInfo{}, err
 		}
 	}
+	return etcdTLSInfo(dir), nil
+}
+
+// etcdTLSInfo names the member's certificate files written by writeEtcdPKI in dir.
+func etcdTLSInfo(dir string) transport.TLSInfo {
 	return transport.TLSInfo{
 		CertFile:       filepath.Join(dir, "member.crt"),
 		KeyFile:        filepath.Join(dir, "member.key"),
 		TrustedCAFile:  filepath.Join(dir, "ca.crt"),
 		ClientCertAuth: true,
-	}, nil
+	}
 }
 
 // startEtcd starts the member. initialCluster is "name=peerURL,..."; state is "new" for

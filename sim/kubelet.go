@@ -18,6 +18,7 @@ package sim
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"time"
 
@@ -34,59 +35,132 @@ import (
 // heartbeat is how often the kubelet stand-in renews its Lease and Ready condition.
 const heartbeat = 10 * time.Second
 
-// startKubelet runs the kubelet stand-in until the node's services stop: it registers the
-// Node (name, labels, taints, addresses, kubelet version from the config), keeps it Ready
-// and renews its Lease, as a kubelet does. It runs no workloads.
-func (n *Node) startKubelet(cfg talosconfig.Provider, c *kubernetes.Clientset) {
+// startKubelet runs the kubelet stand-in with client c until the node's services stop: it
+// registers the Node (name, labels, taints, addresses, kubelet version from the current
+// config), keeps it Ready, renews its Lease and, on a control-plane node, publishes the
+// mirror Pods of the static control-plane pods, as a kubelet does. It runs no workloads. A
+// partitioned node sends nothing; a config change is reported at once.
+func (n *Node) startKubelet(c *kubernetes.Clientset) {
 	n.mu.Lock()
 	ctx := n.servicesCtx
-	name := n.hostnameLocked()
+	n.kubelet = c
 	n.mu.Unlock()
 	go func() {
 		for {
-			if err := n.registerNode(ctx, cfg, c, name); err != nil && ctx.Err() == nil {
-				n.opts.Log.V(1).Info("Kubelet stand-in failed to report", "reason", err.Error())
+			n.mu.Lock()
+			cfg, partitioned := n.cfg, n.partitioned
+			n.mu.Unlock()
+			if cfg != nil && !partitioned {
+				if err := n.report(ctx, cfg, c); err != nil && ctx.Err() == nil {
+					n.opts.Log.V(1).Info("Kubelet stand-in failed to report", "reason", err.Error())
+				}
 			}
 			select {
 			case <-ctx.Done():
 				return
+			case <-n.configChanged:
 			case <-time.After(heartbeat):
 			}
 		}
 	}()
 }
 
-func (n *Node) registerNode(ctx context.Context, cfg talosconfig.Provider, c *kubernetes.Clientset, name string) error {
-	now := metav1.Now()
-	node, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		node, err = c.CoreV1().Nodes().Create(ctx, n.desiredNode(cfg, name), metav1.CreateOptions{})
+// report is one heartbeat: the Node and its Ready condition, the Lease, the mirror Pods.
+func (n *Node) report(ctx context.Context, cfg talosconfig.Provider, c *kubernetes.Clientset) error {
+	var node *corev1.Node
+	// kube-controller-manager writes the Node too (taints, annotations): retry on conflicts.
+	for attempt := 0; ; attempt++ {
+		var err error
+		if node, err = n.registerNode(ctx, cfg, c); err == nil {
+			err = n.postStatus(ctx, cfg, c, node, corev1.ConditionTrue, "KubeletReady",
+				"kubelet stand-in of the Talon node simulator is posting ready status")
+		}
+		if err == nil {
+			break
+		}
+		if !apierrors.IsConflict(err) || attempt == 3 {
+			return err
+		}
 	}
-	if err != nil {
+	if err := renewLease(ctx, c, node.Name); err != nil {
 		return err
 	}
-	node.Status.Conditions = []corev1.NodeCondition{{
-		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-		Message:           "kubelet stand-in of the Talon node simulator is posting ready status",
-		LastHeartbeatTime: now, LastTransitionTime: now,
-	}}
-	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.ip.String()}, {Type: corev1.NodeHostName, Address: name}}
-	node.Status.NodeInfo.KubeletVersion = kubeletVersion(cfg)
-	node.Status.NodeInfo.OSImage = "Talos (" + n.opts.TalosVersion + ", simulated)"
-	node.Status.NodeInfo.OperatingSystem, node.Status.NodeInfo.Architecture = "linux", "amd64"
-	if _, err := c.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
-		return err
+	if cfg.Machine().Type() == machinetype.TypeControlPlane {
+		return n.publishMirrorPods(ctx, cfg, c, node)
 	}
-	return renewLease(ctx, c, name)
+	return nil
 }
 
-func (n *Node) desiredNode(cfg talosconfig.Provider, name string) *corev1.Node {
+// registerNode creates the Node, or brings its labels up to date with the config.
+func (n *Node) registerNode(ctx context.Context, cfg talosconfig.Provider, c *kubernetes.Clientset) (*corev1.Node, error) {
+	desired := n.desiredNode(cfg)
+	node, err := c.CoreV1().Nodes().Get(ctx, desired.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return c.CoreV1().Nodes().Create(ctx, desired, metav1.CreateOptions{})
+	}
+	if err != nil {
+		return nil, err
+	}
+	labels := maps.Clone(node.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	maps.Copy(labels, desired.Labels)
+	if maps.Equal(labels, node.Labels) {
+		return node, nil
+	}
+	node.Labels = labels
+	return c.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+}
+
+// postStatus reports the node's Ready condition, addresses and versions.
+func (n *Node) postStatus(ctx context.Context, cfg talosconfig.Provider, c *kubernetes.Clientset, node *corev1.Node,
+	ready corev1.ConditionStatus, reason, message string) error {
+	now := metav1.Now()
+	transition := now
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady && cond.Status == ready {
+			transition = cond.LastTransitionTime
+		}
+	}
+	node.Status.Conditions = []corev1.NodeCondition{{
+		Type: corev1.NodeReady, Status: ready, Reason: reason, Message: message,
+		LastHeartbeatTime: now, LastTransitionTime: transition,
+	}}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.ip.String()}, {Type: corev1.NodeHostName, Address: node.Name}}
+	node.Status.NodeInfo.KubeletVersion = kubeletVersion(cfg)
+	node.Status.NodeInfo.OSImage = "Talos (" + n.talosVersion() + ", simulated)"
+	node.Status.NodeInfo.OperatingSystem, node.Status.NodeInfo.Architecture = "linux", "amd64"
+	_, err := c.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+	return err
+}
+
+// reportShutdown posts NotReady, as a kubelet shutting down gracefully does; a node that
+// loses power cannot, and kube-controller-manager marks it NotReady once its Lease expires.
+func (n *Node) reportShutdown(ctx context.Context) {
+	n.mu.Lock()
+	c, cfg := n.kubelet, n.cfg
+	n.mu.Unlock()
+	if c == nil || cfg == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	node, err := c.CoreV1().Nodes().Get(ctx, n.hostname(), metav1.GetOptions{})
+	if err == nil {
+		err = n.postStatus(ctx, cfg, c, node, corev1.ConditionFalse, "KubeletNotReady", "node is shutting down")
+	}
+	if err != nil {
+		n.opts.Log.V(1).Info("Kubelet stand-in could not report the shutdown", "reason", err.Error())
+	}
+}
+
+func (n *Node) desiredNode(cfg talosconfig.Provider) *corev1.Node {
+	name := n.hostname()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 		corev1.LabelHostname: name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64",
 	}}}
-	for k, v := range cfg.Machine().NodeLabels() {
-		node.Labels[k] = v
-	}
+	maps.Copy(node.Labels, cfg.Machine().NodeLabels())
 	if cfg.Machine().Type() == machinetype.TypeControlPlane {
 		node.Labels["node-role.kubernetes.io/control-plane"] = ""
 		if !cfg.Cluster().ScheduleOnControlPlanes() {
@@ -102,11 +176,16 @@ func (n *Node) desiredNode(cfg talosconfig.Provider, name string) *corev1.Node {
 
 // kubeletVersion is the tag of the configured kubelet image, e.g. v1.36.3.
 func kubeletVersion(cfg talosconfig.Provider) string {
-	image := cfg.Machine().Kubelet().Image()
-	if i := strings.LastIndex(image, ":"); i >= 0 {
+	return imageTag(cfg.Machine().Kubelet().Image())
+}
+
+// imageTag is the tag of an image reference: ghcr.io/siderolabs/kubelet:v1.36.3 → v1.36.3.
+func imageTag(image string) string {
+	image, _, _ = strings.Cut(image, "@")
+	if i := strings.LastIndex(image, ":"); i >= 0 && !strings.Contains(image[i:], "/") {
 		return image[i+1:]
 	}
-	return image
+	return ""
 }
 
 func renewLease(ctx context.Context, c *kubernetes.Clientset, name string) error {

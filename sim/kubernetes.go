@@ -25,11 +25,9 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/siderolabs/crypto/x509"
@@ -41,15 +39,11 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// APIServerPort is where a control-plane node's kube-apiserver listens.
-const APIServerPort = 6443
-
-// apiServer is a kube-apiserver process of a control-plane node.
-type apiServer struct {
-	cmd *exec.Cmd
-	// done is closed when the process has exited.
-	done chan struct{}
-}
+// Ports of a control-plane node's Kubernetes components, on the node's address.
+const (
+	APIServerPort         = 6443
+	ControllerManagerPort = 10257
+)
 
 // kubeClientCert issues a client certificate from the cluster's Kubernetes CA.
 func kubeClientCert(cfg talosconfig.Provider, user string, groups ...string) (*x509.PEMEncodedCertificateAndKey, error) {
@@ -60,13 +54,9 @@ func kubeClientCert(cfg talosconfig.Provider, user string, groups ...string) (*x
 	return issue(ca, user, nil, nil, []stdx509.ExtKeyUsage{stdx509.ExtKeyUsageClientAuth}, groups...)
 }
 
-// adminKubeconfig is a cluster-admin kubeconfig for server, as Talos' Kubeconfig returns.
-func adminKubeconfig(cfg talosconfig.Provider, clusterName, server string) ([]byte, error) {
-	cert, err := kubeClientCert(cfg, "admin", "system:masters")
-	if err != nil {
-		return nil, err
-	}
-	user := "admin@" + clusterName
+// kubeconfigFor is a kubeconfig for server with the given client certificate.
+func kubeconfigFor(cfg talosconfig.Provider, server, user string, cert *x509.PEMEncodedCertificateAndKey) ([]byte, error) {
+	clusterName := cfg.Cluster().Name()
 	kubeconfig := clientcmdapi.Config{
 		Clusters:       map[string]*clientcmdapi.Cluster{clusterName: {Server: server, CertificateAuthorityData: cfg.Cluster().IssuingCA().Crt}},
 		AuthInfos:      map[string]*clientcmdapi.AuthInfo{user: {ClientCertificateData: cert.Crt, ClientKeyData: cert.Key}},
@@ -76,31 +66,35 @@ func adminKubeconfig(cfg talosconfig.Provider, clusterName, server string) ([]by
 	return clientcmd.Write(kubeconfig)
 }
 
+// adminKubeconfig is a cluster-admin kubeconfig for server, as Talos' Kubeconfig returns.
+func adminKubeconfig(cfg talosconfig.Provider, server string) ([]byte, error) {
+	cert, err := kubeClientCert(cfg, "admin", "system:masters")
+	if err != nil {
+		return nil, err
+	}
+	return kubeconfigFor(cfg, server, "admin@"+cfg.Cluster().Name(), cert)
+}
+
 // kubeClient is a client of the cluster for user, at server.
 func kubeClient(cfg talosconfig.Provider, server, user string, groups ...string) (*kubernetes.Clientset, error) {
 	cert, err := kubeClientCert(cfg, user, groups...)
 	if err != nil {
 		return nil, err
 	}
-	return kubernetes.NewForConfig(&rest.Config{
-		Host:            server,
-		TLSClientConfig: rest.TLSClientConfig{CAData: cfg.Cluster().IssuingCA().Crt, CertData: cert.Crt, KeyData: cert.Key},
-		Timeout:         10 * time.Second,
-	})
+	return kubeClientWith(cfg, server, rest.TLSClientConfig{CertData: cert.Crt, KeyData: cert.Key}, "")
+}
+
+// kubeClientWith is a client of the cluster at server that trusts the config's Kubernetes
+// CA and authenticates with tlsConfig's client certificate or a bearer token.
+func kubeClientWith(cfg talosconfig.Provider, server string, tlsConfig rest.TLSClientConfig, token string) (*kubernetes.Clientset, error) {
+	tlsConfig.CAData = cfg.Cluster().IssuingCA().Crt
+	return kubernetes.NewForConfig(&rest.Config{Host: server, TLSClientConfig: tlsConfig, BearerToken: token, Timeout: 10 * time.Second})
 }
 
 // startAPIServer runs kube-apiserver on the node's address against its own etcd member,
-// configured from the machine config: the Kubernetes CA, the service-account key, the
-// service CIDR and the certificate SANs.
-func (n *Node) startAPIServer(ctx context.Context, cfg talosconfig.Provider, etcdTLS transport.TLSInfo) (*apiServer, error) {
-	binary := filepath.Join(n.opts.BinDir, "kube-apiserver")
-	if _, err := os.Stat(binary); err != nil {
-		return nil, fmt.Errorf("kube-apiserver not found in %s (run 'make tools'): %w", n.opts.BinDir, err)
-	}
-	dir := n.stateDir("kube-pki")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
+// configured from the machine config: the Kubernetes and aggregator CAs, the
+// service-account key, the service CIDR, the certificate SANs and the extra arguments.
+func (n *Node) startAPIServer(ctx context.Context, cfg talosconfig.Provider, etcdTLS transport.TLSInfo) (*component, error) {
 	sans, ips := cfg.Cluster().CertSANs(), []net.IP{n.ip}
 	if endpoint := cfg.Cluster().Endpoint(); endpoint != nil {
 		sans = append(sans, endpoint.Hostname())
@@ -127,70 +121,109 @@ func (n *Node) startAPIServer(ctx context.Context, cfg talosconfig.Provider, etc
 	files := map[string][]byte{
 		"ca.crt": cfg.Cluster().IssuingCA().Crt, "apiserver.crt": serving.Crt, "apiserver.key": serving.Key, "sa.key": sa.Key,
 	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+	if aggregator := cfg.Cluster().AggregatorCA(); aggregator != nil && len(aggregator.Key) > 0 {
+		proxy, err := issue(aggregator, "front-proxy-client", nil, nil, []stdx509.ExtKeyUsage{stdx509.ExtKeyUsageClientAuth})
+		if err != nil {
 			return nil, err
 		}
+		files["aggregator-ca.crt"], files["front-proxy-client.crt"], files["front-proxy-client.key"] = aggregator.Crt, proxy.Crt, proxy.Key
+	}
+	dir, err := n.writeFiles("kube-pki", files)
+	if err != nil {
+		return nil, err
 	}
 	issuer := "https://kubernetes.default.svc"
 	if endpoint := cfg.Cluster().Endpoint(); endpoint != nil {
 		issuer = endpoint.String()
 	}
-	args := []string{
-		"--bind-address=" + n.ip.String(),
-		"--advertise-address=" + n.ip.String(),
-		"--secure-port=" + strconv.Itoa(APIServerPort),
-		"--etcd-servers=" + etcdEndpoint(n.ip),
-		"--etcd-cafile=" + etcdTLS.TrustedCAFile, "--etcd-certfile=" + etcdTLS.CertFile, "--etcd-keyfile=" + etcdTLS.KeyFile,
-		"--tls-cert-file=" + filepath.Join(dir, "apiserver.crt"), "--tls-private-key-file=" + filepath.Join(dir, "apiserver.key"),
-		"--client-ca-file=" + filepath.Join(dir, "ca.crt"),
-		"--service-account-key-file=" + filepath.Join(dir, "sa.key"),
-		"--service-account-signing-key-file=" + filepath.Join(dir, "sa.key"),
-		"--service-account-issuer=" + issuer,
-		"--service-cluster-ip-range=" + strings.Join(cfg.Cluster().Network().ServiceCIDRs(), ","),
-		"--authorization-mode=Node,RBAC",
-		"--enable-admission-plugins=NodeRestriction",
-		"--allow-privileged=true",
-		"--enable-priority-and-fairness=false",
-		"--profiling=false",
-		"--v=0",
+	flags := map[string]string{
+		"bind-address":                     n.ip.String(),
+		"advertise-address":                n.ip.String(),
+		"secure-port":                      strconv.Itoa(APIServerPort),
+		"etcd-servers":                     etcdEndpoint(n.ip),
+		"etcd-cafile":                      etcdTLS.TrustedCAFile,
+		"etcd-certfile":                    etcdTLS.CertFile,
+		"etcd-keyfile":                     etcdTLS.KeyFile,
+		"tls-cert-file":                    filepath.Join(dir, "apiserver.crt"),
+		"tls-private-key-file":             filepath.Join(dir, "apiserver.key"),
+		"client-ca-file":                   filepath.Join(dir, "ca.crt"),
+		"service-account-key-file":         filepath.Join(dir, "sa.key"),
+		"service-account-signing-key-file": filepath.Join(dir, "sa.key"),
+		"service-account-issuer":           issuer,
+		"service-cluster-ip-range":         strings.Join(cfg.Cluster().Network().ServiceCIDRs(), ","),
+		"authorization-mode":               "Node,RBAC",
+		"enable-admission-plugins":         "NodeRestriction",
+		"enable-bootstrap-token-auth":      "true",
+		"allow-privileged":                 "true",
+		"enable-priority-and-fairness":     "false",
+		"profiling":                        "false",
+		"v":                                "0",
 	}
-	logFile, err := os.Create(n.stateDir("kube-apiserver.log"))
+	if _, ok := files["aggregator-ca.crt"]; ok {
+		flags["requestheader-client-ca-file"] = filepath.Join(dir, "aggregator-ca.crt")
+		flags["requestheader-allowed-names"] = "front-proxy-client"
+		flags["requestheader-username-headers"] = "X-Remote-User"
+		flags["requestheader-group-headers"] = "X-Remote-Group"
+		flags["requestheader-extra-headers-prefix"] = "X-Remote-Extra-"
+		flags["proxy-client-cert-file"] = filepath.Join(dir, "front-proxy-client.crt")
+		flags["proxy-client-key-file"] = filepath.Join(dir, "front-proxy-client.key")
+	}
+	return n.startComponent(ctx, "kube-apiserver", withExtraArgs(flags, cfg.Cluster().APIServer().ExtraArgs()))
+}
+
+// startControllerManager runs kube-controller-manager against the node's own
+// kube-apiserver, as Talos runs it on every control-plane node: it signs and approves the
+// kubelet certificates of joining nodes (with the cluster's Kubernetes CA), marks Nodes whose
+// kubelet stopped reporting NotReady, and runs the rest of the built-in controllers under
+// one elected leader.
+func (n *Node) startControllerManager(ctx context.Context, cfg talosconfig.Provider) (*component, error) {
+	cert, err := kubeClientCert(cfg, "system:kube-controller-manager")
 	if err != nil {
 		return nil, err
 	}
-	//nolint:gosec // the binary is the pinned kube-apiserver in the node's BinDir.
-	cmd := exec.CommandContext(context.WithoutCancel(ctx), binary, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// kube-apiserver goes down with the node's process, as it would with a node's power.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		_ = logFile.Close()
-		return nil, fmt.Errorf("failed to start kube-apiserver: %w", err)
+	kubeconfig, err := kubeconfigFor(cfg, n.apiServerURL(), "system:kube-controller-manager", cert)
+	if err != nil {
+		return nil, err
 	}
-	s := &apiServer{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		// The exit status says nothing new: the node is stopping it, or it failed and its
-		// log in the state directory says why.
-		_ = cmd.Wait()
-		_ = logFile.Close()
-		close(s.done)
-	}()
-	return s, nil
+	ca := cfg.Cluster().IssuingCA()
+	dir, err := n.writeFiles("kube-controller-manager", map[string][]byte{
+		"kubeconfig": kubeconfig, "ca.crt": ca.Crt, "ca.key": ca.Key, "sa.key": cfg.Cluster().ServiceAccount().Key,
+	})
+	if err != nil {
+		return nil, err
+	}
+	flags := map[string]string{
+		"kubeconfig":                       filepath.Join(dir, "kubeconfig"),
+		"authentication-kubeconfig":        filepath.Join(dir, "kubeconfig"),
+		"authorization-kubeconfig":         filepath.Join(dir, "kubeconfig"),
+		"bind-address":                     n.ip.String(),
+		"secure-port":                      strconv.Itoa(ControllerManagerPort),
+		"cert-dir":                         filepath.Join(dir, "serving"),
+		"controllers":                      "*,bootstrapsigner,tokencleaner",
+		"use-service-account-credentials":  "true",
+		"service-account-private-key-file": filepath.Join(dir, "sa.key"),
+		"root-ca-file":                     filepath.Join(dir, "ca.crt"),
+		"cluster-signing-cert-file":        filepath.Join(dir, "ca.crt"),
+		"cluster-signing-key-file":         filepath.Join(dir, "ca.key"),
+		"leader-elect":                     "true",
+		"profiling":                        "false",
+		"v":                                "0",
+	}
+	return n.startComponent(ctx, "kube-controller-manager", withExtraArgs(flags, cfg.Cluster().ControllerManager().ExtraArgs()))
 }
 
-// stop terminates kube-apiserver and waits for it.
-func (s *apiServer) stop() {
-	if s == nil || s.cmd.Process == nil {
-		return
+// writeFiles writes files into the state subdirectory sub and returns its path.
+func (n *Node) writeFiles(sub string, files map[string][]byte) (string, error) {
+	dir := n.stateDir(sub)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
 	}
-	_ = s.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-s.done:
-	case <-time.After(5 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			return "", err
+		}
 	}
+	return dir, nil
 }
 
 // waitForAPIServer waits until the API server at server answers /readyz.

@@ -24,6 +24,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
@@ -50,33 +51,37 @@ func (s *machineService) Version(context.Context, *emptypb.Empty) (*machine.Vers
 	return &machine.VersionResponse{Messages: []*machine.Version{{
 		Metadata: s.metadata(),
 		Version: &machine.VersionInfo{
-			Tag: s.node.opts.TalosVersion, Sha: "talon-sim", GoVersion: runtime.Version(), Os: runtime.GOOS, Arch: runtime.GOARCH,
+			Tag: s.node.talosVersion(), Sha: "talon-sim", GoVersion: runtime.Version(), Os: runtime.GOOS, Arch: runtime.GOARCH,
 		},
 		Platform: &machine.PlatformInfo{Name: string(s.node.opts.Mode), Mode: string(s.node.opts.Mode)},
 	}}}, nil
 }
 
 // ApplyConfiguration validates and applies a machine config. In maintenance mode any mode
-// configures the node; once configured, staged keeps the config for the next reboot and the
-// other modes apply it now (a simulated node needs no reboot to take a config).
+// configures the node. Once configured, staged keeps the config for the next boot, reboot
+// applies it and reboots, and no_reboot and auto apply it at once (a simulated node needs no
+// reboot to take a config).
 func (s *machineService) ApplyConfiguration(ctx context.Context, req *machine.ApplyConfigurationRequest) (*machine.ApplyConfigurationResponse, error) {
-	if req.GetMode() == machine.ApplyConfigurationRequest_TRY {
+	mode := req.GetMode()
+	if mode == machine.ApplyConfigurationRequest_TRY {
 		return nil, status.Error(codes.Unimplemented, "try mode is not simulated")
 	}
-	if req.GetDryRun() {
-		if err := s.node.validate(req.GetData()); err != nil {
-			return nil, status.Error(codes.InvalidArgument, err.Error())
-		}
-		return s.applied(req.GetMode(), "Dry run: the config is valid and was not applied"), nil
+	if err := s.node.validate(req.GetData()); err != nil {
+		return nil, status.Error(codes.InvalidArgument, fmt.Errorf("%w: %w", errInvalidConfig, err).Error())
 	}
-	if s.node.configured() && req.GetMode() == machine.ApplyConfigurationRequest_STAGED {
-		if err := s.node.validate(req.GetData()); err != nil {
-			return nil, status.Error(codes.InvalidArgument, err.Error())
+	if req.GetDryRun() {
+		return s.applied(mode, "Dry run: the config is valid and was not applied"), nil
+	}
+	configured := s.node.configured()
+	if configured && (mode == machine.ApplyConfigurationRequest_STAGED || mode == machine.ApplyConfigurationRequest_REBOOT) {
+		if err := os.WriteFile(s.node.stateDir("staged.yaml"), req.GetData(), 0o600); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
 		}
-		s.node.mu.Lock()
-		s.node.staged = req.GetData()
-		s.node.mu.Unlock()
-		return s.applied(req.GetMode(), "Staged configuration to be applied after the next reboot"), nil
+		if mode == machine.ApplyConfigurationRequest_STAGED {
+			return s.applied(mode, "Staged configuration to be applied after the next reboot"), nil
+		}
+		s.node.rebootLater("apply-config")
+		return s.applied(mode, "Applied configuration with a reboot"), nil
 	}
 	if err := s.node.applyConfig(ctx, req.GetData()); err != nil {
 		if errors.Is(err, errInvalidConfig) {
@@ -84,7 +89,7 @@ func (s *machineService) ApplyConfiguration(ctx context.Context, req *machine.Ap
 		}
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	return s.applied(req.GetMode(), "Applied configuration without a reboot"), nil
+	return s.applied(mode, "Applied configuration without a reboot"), nil
 }
 
 func (s *machineService) applied(mode machine.ApplyConfigurationRequest_Mode, details string) *machine.ApplyConfigurationResponse {
@@ -225,6 +230,32 @@ func (s *machineService) ServiceList(context.Context, *emptypb.Empty) (*machine.
 	return &machine.ServiceListResponse{Messages: []*machine.ServiceList{{Metadata: s.metadata(), Services: services}}}, nil
 }
 
+// Reboot restarts the node after answering: the kubelet reports NotReady, every service
+// stops, a staged config becomes active, and the node boots again after its reboot delay.
+func (s *machineService) Reboot(context.Context, *machine.RebootRequest) (*machine.RebootResponse, error) {
+	s.node.rebootLater("reboot")
+	return &machine.RebootResponse{Messages: []*machine.Reboot{{Metadata: s.metadata(), ActorId: "talon-sim"}}}, nil
+}
+
+// Shutdown powers the node off after answering; it stays off until powered on.
+func (s *machineService) Shutdown(context.Context, *machine.ShutdownRequest) (*machine.ShutdownResponse, error) {
+	s.node.shutdownLater()
+	return &machine.ShutdownResponse{Messages: []*machine.Shutdown{{Metadata: s.metadata(), ActorId: "talon-sim"}}}, nil
+}
+
+// Upgrade installs the Talos version of the installer image's tag: after the node's upgrade
+// delay it reboots into it, keeping its state.
+func (s *machineService) Upgrade(_ context.Context, req *machine.UpgradeRequest) (*machine.UpgradeResponse, error) {
+	version := imageTag(req.GetImage())
+	if !strings.HasPrefix(version, "v") {
+		return nil, status.Errorf(codes.InvalidArgument, "installer image %q has no version tag", req.GetImage())
+	}
+	s.node.upgradeLater(version)
+	return &machine.UpgradeResponse{Messages: []*machine.Upgrade{{
+		Metadata: s.metadata(), Ack: "Upgrade request received", ActorId: "talon-sim",
+	}}}, nil
+}
+
 // Reset leaves etcd (gracefully, unless asked not to), wipes the node's state and returns
 // it to maintenance mode.
 func (s *machineService) Reset(ctx context.Context, req *machine.ResetRequest) (*machine.ResetResponse, error) {
@@ -251,7 +282,6 @@ func (n *Node) wipe() error {
 	n.stopAll()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.cfg, n.cfgData, n.staged, n.serverCert, n.clientCAs = nil, nil, nil, nil, nil
 	entries, err := os.ReadDir(n.opts.StateDir)
 	if err != nil {
 		return err

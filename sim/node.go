@@ -26,13 +26,17 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/api/security"
 	talosconfig "github.com/siderolabs/talos/pkg/machinery/config"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
 )
@@ -56,10 +60,25 @@ type Options struct {
 	StateDir string
 	// Mode is the runtime the node validates configs for: container (default) or metal.
 	Mode configgen.Mode
-	// TalosVersion is the Talos version the node reports; DefaultTalosVersion when empty.
+	// TalosVersion is the Talos version the node reports until an Upgrade; DefaultTalosVersion
+	// when empty.
 	TalosVersion string
-	// BinDir holds the kube-apiserver binary control-plane nodes run.
+	// BinDir holds the kube-apiserver and kube-controller-manager binaries control-plane
+	// nodes run.
 	BinDir string
+	// ConfigURL is the talos.config= kernel argument: the node fetches its config from it
+	// when it has none, with retries; ${uuid}, ${mac}, ${hostname} and ${serial} are replaced.
+	ConfigURL string
+	// UUID and MAC identify the node's hardware for ConfigURL; made up and kept in the
+	// state directory when empty.
+	UUID, MAC string
+	// BootDelay is how long the node takes to boot before it answers (a slow boot).
+	BootDelay time.Duration
+	// RebootDelay is how long a reboot keeps the node down; one second when zero.
+	RebootDelay time.Duration
+	// UpgradeDelay is how long an upgrade takes before the node reboots into the new version;
+	// two seconds when zero.
+	UpgradeDelay time.Duration
 	// Log receives the node's log lines.
 	Log logr.Logger
 }
@@ -70,25 +89,39 @@ type Node struct {
 	ip   net.IP
 
 	mu sync.Mutex
+	// version is the Talos version the node runs.
+	version string
 	// cfg is the active machine config; nil while the node is in maintenance mode.
 	cfg     talosconfig.Provider
 	cfgData []byte
-	// staged is a config applied in staged mode, activated at the next reboot.
-	staged []byte
 	// serverCert is served once the node is configured; maintenanceCert before.
-	serverCert      *tls.Certificate
-	maintenanceCert tls.Certificate
-	clientCAs       *stdx509.CertPool
-	etcd            *etcdMember
-	bootstrapping   bool
-	apiServer       *apiServer
+	serverCert        *tls.Certificate
+	maintenanceCert   tls.Certificate
+	clientCAs         *stdx509.CertPool
+	etcd              *etcdMember
+	bootstrapping     bool
+	apiServer         *component
+	controllerManager *component
+	// kubelet is the kubelet stand-in's client, once it runs.
+	kubelet *kubernetes.Clientset
+	// configChanged wakes the kubelet stand-in when the config changes.
+	configChanged chan struct{}
+	// healed is open while the node is partitioned, and closed when it is healed.
+	healed chan struct{}
+	// partitioned: the node answers nothing and sends nothing.
+	partitioned bool
+	// powerCtx is the context of the Start that powered the node on; reboots live in it.
+	powerCtx context.Context //nolint:containedctx // the node's power outlives each boot
 	// servicesCtx lives as long as the current config's services (joining, the kubelet);
 	// stopServices ends it.
 	servicesCtx  context.Context //nolint:containedctx // lives exactly as long as the services it starts
 	stopServices context.CancelFunc
 
-	server   *grpc.Server
-	listener net.Listener
+	// power serializes powering on and off; stops counts the power-offs, so that a reboot
+	// does not power on a node someone else powered off meanwhile.
+	power    sync.Mutex
+	stops    int
+	servers  []*grpc.Server
 	serveErr chan error
 }
 
@@ -107,6 +140,12 @@ func NewNode(opts Options) (*Node, error) {
 	if opts.TalosVersion == "" {
 		opts.TalosVersion = DefaultTalosVersion
 	}
+	if opts.RebootDelay == 0 {
+		opts.RebootDelay = time.Second
+	}
+	if opts.UpgradeDelay == 0 {
+		opts.UpgradeDelay = 2 * time.Second
+	}
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
@@ -122,7 +161,7 @@ func NewNode(opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Node{opts: opts, ip: ip, maintenanceCert: cert}, nil
+	return &Node{opts: opts, ip: ip, maintenanceCert: cert, configChanged: make(chan struct{}, 1)}, nil
 }
 
 // Address returns the node's IP address.
@@ -133,12 +172,35 @@ func (n *Node) Endpoint() string {
 	return net.JoinHostPort(n.opts.Address, strconv.Itoa(APIPort))
 }
 
-// Start serves the Talos API until Stop. userData, when not empty, is the machine config
-// the node boots with (like the USERDATA of a Talos container); without it the node boots
-// with the config it had before it stopped, or waits in maintenance mode for
-// ApplyConfiguration.
+// Start powers the node on: after the boot delay it serves the Talos API until Stop.
+// userData, when not empty, is the machine config the node boots with (like the USERDATA of
+// a Talos container); without it the node boots with the config it had before it stopped,
+// fetches one from the ConfigURL, or waits in maintenance mode for ApplyConfiguration.
 func (n *Node) Start(ctx context.Context, userData []byte) error {
-	// Like a node's STATE partition, the last applied config survives a restart.
+	n.power.Lock()
+	defer n.power.Unlock()
+	if len(n.servers) > 0 {
+		return errors.New("the node is already running")
+	}
+	n.mu.Lock()
+	n.powerCtx = ctx
+	n.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(n.opts.BootDelay):
+	}
+	// Like a node's STATE partition: the Talos version installed, a config staged for this
+	// boot, and the last applied config survive a restart.
+	n.mu.Lock()
+	n.version = n.opts.TalosVersion
+	if installed, err := os.ReadFile(n.stateDir("talos-version")); err == nil {
+		n.version = strings.TrimSpace(string(installed))
+	}
+	n.mu.Unlock()
+	if err := os.Rename(n.stateDir("staged.yaml"), n.stateDir("config.yaml")); err == nil {
+		n.opts.Log.Info("Activated the staged config")
+	}
 	if len(userData) == 0 {
 		if saved, err := os.ReadFile(n.stateDir("config.yaml")); err == nil {
 			userData = saved
@@ -149,39 +211,89 @@ func (n *Node) Start(ctx context.Context, userData []byte) error {
 			return fmt.Errorf("the boot config is refused: %w", err)
 		}
 	}
-	listener, err := (&net.ListenConfig{}).Listen(ctx, "tcp", n.Endpoint())
-	if err != nil {
+	if err := n.serve(ctx); err != nil {
 		n.stopAll()
-		return fmt.Errorf("failed to listen on %s: %w", n.Endpoint(), err)
+		return err
 	}
+	if len(userData) == 0 && n.opts.ConfigURL != "" {
+		go n.fetchConfig(ctx)
+	}
+	return nil
+}
+
+// serve starts the Talos API (apid) and, for workers to get their certificates, trustd.
+func (n *Node) serve(ctx context.Context) error {
 	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: n.tlsConfigForClient}
-	n.server = grpc.NewServer(
+	apid := grpc.NewServer(
 		grpc.Creds(credentials.NewTLS(tlsConfig)),
 		grpc.UnaryInterceptor(n.authorizeUnary),
 		grpc.StreamInterceptor(n.authorizeStream),
 	)
-	machine.RegisterMachineServiceServer(n.server, &machineService{node: n})
-	n.listener = listener
-	n.serveErr = make(chan error, 1)
-	go func() { n.serveErr <- n.server.Serve(listener) }()
+	machine.RegisterMachineServiceServer(apid, &machineService{node: n})
+	trustd := grpc.NewServer(
+		grpc.Creds(credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: n.trustdCertificate})),
+		grpc.UnaryInterceptor(n.partitionUnary),
+	)
+	security.RegisterSecurityServiceServer(trustd, &securityService{node: n})
+	servers := map[int]*grpc.Server{APIPort: apid, TrustdPort: trustd}
+	n.serveErr = make(chan error, len(servers))
+	for port, server := range servers {
+		address := net.JoinHostPort(n.opts.Address, strconv.Itoa(port))
+		listener, err := (&net.ListenConfig{}).Listen(ctx, "tcp", address)
+		if err != nil {
+			n.stopServers()
+			return fmt.Errorf("failed to listen on %s: %w", address, err)
+		}
+		n.servers = append(n.servers, server)
+		go func() { n.serveErr <- server.Serve(listener) }()
+	}
 	n.opts.Log.Info("Talos API listening", "endpoint", n.Endpoint(), "configured", n.configured())
 	return nil
 }
 
-// Stop stops the API and every service of the node; its state stays on disk. Stopping a
-// stopped node does nothing.
-func (n *Node) Stop() {
-	if n.server != nil {
-		n.server.Stop()
+func (n *Node) stopServers() {
+	for _, server := range n.servers {
+		server.Stop()
 		if err := <-n.serveErr; err != nil {
 			n.opts.Log.Info("Talos API stopped", "reason", err.Error())
 		}
-		n.server = nil
 	}
-	n.stopAll()
+	n.servers = nil
 }
 
-// stopAll stops the node's services: background work, kube-apiserver, etcd.
+// Stop powers the node off at once: the API and every service stop, as with a pulled power
+// cord (etcd is not shut down gracefully, the kubelet reports nothing); the state stays on
+// disk. Stopping a stopped node does nothing.
+func (n *Node) Stop() {
+	n.power.Lock()
+	defer n.power.Unlock()
+	n.stops++
+	n.stopServers()
+	n.stopAll()
+	n.Heal()
+}
+
+// retry runs fn until it succeeds or ctx ends, logging why it waits.
+func (n *Node) retry(ctx context.Context, waiting string, fn func() error) error {
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		n.opts.Log.V(1).Info(waiting, "reason", err.Error())
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(retryInterval):
+		}
+	}
+}
+
+// stopAll stops the node's services (background work, the Kubernetes components, etcd)
+// and forgets what it learnt while it ran: the next boot starts from the state on disk.
 func (n *Node) stopAll() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -189,12 +301,12 @@ func (n *Node) stopAll() {
 		n.stopServices()
 		n.stopServices = nil
 	}
-	n.apiServer.stop()
-	n.apiServer = nil
+	n.stopComponentsLocked()
 	if n.etcd != nil {
 		n.etcd.stop()
 		n.etcd = nil
 	}
+	n.cfg, n.cfgData, n.serverCert, n.clientCAs, n.kubelet = nil, nil, nil, nil, nil
 }
 
 func (n *Node) configured() bool {
@@ -225,12 +337,16 @@ func (n *Node) stateDir(parts ...string) string {
 
 // tlsConfigForClient serves the maintenance certificate without client authentication
 // until the node is configured, then a certificate from the config's OS CA with client
-// certificates verified against it, as Talos' apid does.
+// certificates verified against it, as Talos' apid does. A configured worker has no
+// certificate until trustd issued one, and refuses connections until then.
 func (n *Node) tlsConfigForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.serverCert == nil {
+	if n.cfg == nil {
 		return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{n.maintenanceCert}}, nil
+	}
+	if n.serverCert == nil {
+		return nil, errors.New("the Talos API has no certificate yet: waiting for trustd")
 	}
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS12,
@@ -238,4 +354,21 @@ func (n *Node) tlsConfigForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		ClientCAs:    n.clientCAs,
 	}, nil
+}
+
+// trustdCertificate is trustd's serving certificate: the node's own, from the OS CA.
+func (n *Node) trustdCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cfg == nil || n.serverCert == nil || len(n.cfg.Machine().Security().IssuingCA().Key) == 0 {
+		return nil, errors.New("trustd runs on configured control-plane nodes only")
+	}
+	return n.serverCert, nil
+}
+
+// talosVersion is the Talos version the node runs.
+func (n *Node) talosVersion() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.version
 }

@@ -17,18 +17,12 @@ limitations under the License.
 package sim_test
 
 import (
-	"crypto/tls"
-	"encoding/base64"
 	"io"
-	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
-	talosclient "github.com/siderolabs/talos/pkg/machinery/client"
-	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
-	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/role"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -36,26 +30,12 @@ import (
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
 	"github.com/talon-capi/talon/sim"
+	"github.com/talon-capi/talon/sim/simtest"
 )
-
-// clusterBundle is one secrets bundle per test binary: making one costs half a second.
-var clusterBundle = sync.OnceValue(func() *secrets.Bundle {
-	b, err := configgen.NewBundle("", time.Now())
-	if err != nil {
-		panic(err)
-	}
-	return b
-})
 
 func renderControlPlane(t *testing.T, hostname, endpoint string) []byte {
 	t.Helper()
-	data, err := configgen.Render(clusterBundle(), configgen.Cluster{
-		Name: "sim", Endpoint: configgen.Endpoint{Host: endpoint, Port: 6443}, KubernetesVersion: "v1.36.3",
-	}, configgen.Machine{Spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane}, Hostname: hostname, Mode: configgen.ModeContainer})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
+	return simtest.Render(t, bootstrapv1.GenerateTypeControlPlane, hostname, endpoint)
 }
 
 func startNode(t *testing.T, address string, userData []byte) *sim.Node {
@@ -71,52 +51,6 @@ func startNode(t *testing.T, address string, userData []byte) *sim.Node {
 	return n
 }
 
-// clientFor is a machinery client trusting bundle's OS CA, with an admin certificate from
-// it, or one holding roles when given.
-func clientFor(t *testing.T, bundle *secrets.Bundle, endpoint string, roles ...role.Role) *talosclient.Client {
-	t.Helper()
-	return clientWithCert(t, bundle, bundle, endpoint, roles...)
-}
-
-// clientWithCert trusts server's OS CA but presents a certificate issued by issuer's CA
-// with roles (admin when none are given).
-func clientWithCert(t *testing.T, server, issuer *secrets.Bundle, endpoint string, roles ...role.Role) *talosclient.Client {
-	t.Helper()
-	tc, err := configgen.NewTalosconfig(server, "sim", []string{endpoint}, time.Now(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientconfig.FromBytes(tc.Data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(roles) == 0 {
-		roles = []role.Role{role.Admin}
-	}
-	cert, err := secrets.NewAdminCertificateAndKey(time.Now(), issuer.Certs.OS, role.MakeSet(roles...), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Contexts["sim"].Crt, cfg.Contexts["sim"].Key = encode(cert.Crt), encode(cert.Key)
-	c, err := talosclient.New(t.Context(), talosclient.WithConfig(cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
-func maintenanceClient(t *testing.T, endpoint string) *talosclient.Client {
-	t.Helper()
-	//nolint:gosec // Talos clients do not verify a node in maintenance mode: it has no identity yet.
-	c, err := talosclient.New(t.Context(), talosclient.WithTLSConfig(&tls.Config{InsecureSkipVerify: true}), talosclient.WithEndpoints(endpoint))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 func code(err error) codes.Code { return status.Code(err) }
 
 // TestMaintenanceModeAndConfigIntake: a node without a config answers only Version and
@@ -126,7 +60,7 @@ func TestMaintenanceModeAndConfigIntake(t *testing.T) {
 	g := NewWithT(t)
 	const address = "127.0.42.1"
 	startNode(t, address, nil)
-	c := maintenanceClient(t, address)
+	c := simtest.MaintenanceClient(t, address)
 	ctx := t.Context()
 
 	v, err := c.Version(ctx)
@@ -144,7 +78,7 @@ func TestMaintenanceModeAndConfigIntake(t *testing.T) {
 	_, err = c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: renderControlPlane(t, "cp-1", address)})
 	g.Expect(err).NotTo(HaveOccurred())
 
-	admin := clientFor(t, clusterBundle(), address)
+	admin := simtest.Client(t, simtest.Bundle(), address)
 	v, err = admin.Version(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(v.Messages[0].Metadata.Hostname).To(Equal("cp-1"))
@@ -158,9 +92,9 @@ func TestBootstrapEtcdAndAuthorization(t *testing.T) {
 	const address = "127.0.42.2"
 	startNode(t, address, renderControlPlane(t, "cp-2", address))
 	ctx := t.Context()
-	admin := clientFor(t, clusterBundle(), address)
+	admin := simtest.Client(t, simtest.Bundle(), address)
 
-	reader := clientFor(t, clusterBundle(), address, role.Reader)
+	reader := simtest.Client(t, simtest.Bundle(), address, role.Reader)
 	_, err := reader.Version(ctx)
 	g.Expect(err).NotTo(HaveOccurred(), "a reader may read")
 	g.Expect(code(reader.Bootstrap(ctx, &machine.BootstrapRequest{}))).To(Equal(codes.PermissionDenied))
@@ -169,7 +103,7 @@ func TestBootstrapEtcdAndAuthorization(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	// The stranger trusts this node's CA, so the refusal can only come from the node
 	// checking the client certificate.
-	stranger := clientWithCert(t, clusterBundle(), otherBundle, address)
+	stranger := simtest.ClientWithCert(t, simtest.Bundle(), otherBundle, address)
 	_, err = stranger.Version(ctx)
 	g.Expect(err).To(HaveOccurred(), "a client certificate from another cluster's CA is refused")
 	// The node ends the handshake: the client sees a bad-certificate alert or the closed
@@ -194,11 +128,6 @@ func TestBootstrapEtcdAndAuthorization(t *testing.T) {
 	g.Expect(len(data)).To(BeNumerically(">", 1024), "a real bbolt snapshot")
 }
 
-// encode writes a PEM block the way talosconfig stores it.
-func encode(pem []byte) string {
-	return base64.StdEncoding.EncodeToString(pem)
-}
-
 // TestRestartKeepsConfigAndEtcd stops a bootstrapped node and starts it again on the same
 // state: it comes back configured, with its etcd member, without a new Bootstrap.
 func TestRestartKeepsConfigAndEtcd(t *testing.T) {
@@ -209,7 +138,7 @@ func TestRestartKeepsConfigAndEtcd(t *testing.T) {
 	first, err := sim.NewNode(sim.Options{Address: address, StateDir: state})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(first.Start(ctx, renderControlPlane(t, "cp-3", address))).To(Succeed())
-	admin := clientFor(t, clusterBundle(), address)
+	admin := simtest.Client(t, simtest.Bundle(), address)
 	g.Expect(admin.Bootstrap(ctx, &machine.BootstrapRequest{})).To(Succeed())
 	first.Stop()
 
@@ -217,7 +146,7 @@ func TestRestartKeepsConfigAndEtcd(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(second.Start(ctx, nil)).To(Succeed())
 	t.Cleanup(second.Stop)
-	again := clientFor(t, clusterBundle(), address)
+	again := simtest.Client(t, simtest.Bundle(), address)
 	g.Eventually(func(g Gomega) {
 		members, err := again.EtcdMemberList(ctx, &machine.EtcdMemberListRequest{})
 		g.Expect(err).NotTo(HaveOccurred())

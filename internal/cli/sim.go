@@ -18,11 +18,16 @@ package cli
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/go-logr/logr/funcr"
 	"github.com/spf13/cobra"
@@ -32,11 +37,18 @@ import (
 )
 
 type simOptions struct {
-	address  string
-	stateDir string
-	mode     string
-	binDir   string
-	verbose  int
+	address        string
+	stateDir       string
+	mode           string
+	binDir         string
+	cmdline        string
+	configURL      string
+	uuid, mac      string
+	bootDelay      time.Duration
+	rebootDelay    time.Duration
+	upgradeDelay   time.Duration
+	controlAddress string
+	verbose        int
 }
 
 func newSimCommand() *cobra.Command {
@@ -50,25 +62,49 @@ real etcd member and kube-apiserver when it is a control-plane node, and registe
 It is not Talos: there is no kernel, disk, container runtime or workload. See docs/sim.md.
 
 Like the Talos container image, it boots with the machine config in the USERDATA
-environment variable (base64), or waits in maintenance mode for 'talosctl apply-config'.`,
+environment variable (base64); like a Talos machine booted over the network, it fetches its
+config from the talos.config= URL of its kernel arguments (--cmdline, or --config-url); or
+it waits in maintenance mode for 'talosctl apply-config'.
+
+With --control-address it also serves faults for tests: POST /power-off, /power-on,
+/crash-etcd, /partition or /heal.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd)
 		},
 	}
-	cmd.Flags().StringVar(&o.address, "address", "", "IP address the node serves on (required)")
+	cmd.Flags().StringVar(&o.address, "address", "", "IP address the node serves on (default: the first non-loopback IPv4 address of the host)")
 	cmd.Flags().StringVar(&o.stateDir, "state-dir", "/var/lib/talon-sim", "directory of the node's persistent state")
 	cmd.Flags().StringVar(&o.mode, "mode", envOr("PLATFORM", "container"), "runtime mode configs are validated for: container or metal (default: $PLATFORM)")
 	cmd.Flags().StringVar(&o.binDir, "bin-dir", defaultBinDir(), "directory holding kube-apiserver")
+	cmd.Flags().StringVar(&o.cmdline, "cmdline", "", "kernel arguments of the node; talos.config= and talos.platform= are read from them")
+	cmd.Flags().StringVar(&o.configURL, "config-url", "", "URL to fetch the config from, like talos.config= (${uuid}, ${mac}, ${serial}, ${hostname} are replaced)")
+	cmd.Flags().StringVar(&o.uuid, "uuid", "", "hardware UUID of the node (default: derived from its address)")
+	cmd.Flags().StringVar(&o.mac, "mac", "", "MAC address of the node (default: derived from its address)")
+	cmd.Flags().DurationVar(&o.bootDelay, "boot-delay", 0, "how long the node takes to boot before it answers")
+	cmd.Flags().DurationVar(&o.rebootDelay, "reboot-delay", time.Second, "how long a reboot keeps the node down")
+	cmd.Flags().DurationVar(&o.upgradeDelay, "upgrade-delay", 2*time.Second, "how long an upgrade takes before the node reboots")
+	cmd.Flags().StringVar(&o.controlAddress, "control-address", "", "host:port to serve the faults endpoint on (off when empty)")
 	cmd.Flags().IntVarP(&o.verbose, "verbose", "v", 0, "log verbosity")
-	_ = cmd.MarkFlagRequired("address")
 	return cmd
 }
 
 func (o *simOptions) run(cmd *cobra.Command) error {
+	args := kernelArgs(o.cmdline)
+	if platform, ok := args["talos.platform"]; ok && !cmd.Flags().Changed("mode") {
+		o.mode = platform
+	}
+	if o.configURL == "" {
+		o.configURL = args["talos.config"]
+	}
 	mode, err := configgen.ParseMode(o.mode)
 	if err != nil {
 		return err
+	}
+	if o.address == "" {
+		if o.address, err = hostAddress(); err != nil {
+			return err
+		}
 	}
 	var userData []byte
 	if encoded := os.Getenv("USERDATA"); encoded != "" {
@@ -78,7 +114,10 @@ func (o *simOptions) run(cmd *cobra.Command) error {
 	}
 	out := cmd.ErrOrStderr()
 	log := funcr.New(func(prefix, args string) { _, _ = fmt.Fprintln(out, prefix, args) }, funcr.Options{Verbosity: o.verbose})
-	node, err := sim.NewNode(sim.Options{Address: o.address, StateDir: o.stateDir, Mode: mode, BinDir: o.binDir, Log: log})
+	node, err := sim.NewNode(sim.Options{
+		Address: o.address, StateDir: o.stateDir, Mode: mode, BinDir: o.binDir, ConfigURL: o.configURL,
+		UUID: o.uuid, MAC: o.mac, BootDelay: o.bootDelay, RebootDelay: o.rebootDelay, UpgradeDelay: o.upgradeDelay, Log: log,
+	})
 	if err != nil {
 		return err
 	}
@@ -87,9 +126,43 @@ func (o *simOptions) run(cmd *cobra.Command) error {
 	if err := node.Start(ctx, userData); err != nil {
 		return err
 	}
+	if o.controlAddress != "" {
+		server := &http.Server{Addr: o.controlAddress, Handler: node.FaultHandler(ctx), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := server.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error(err, "Faults endpoint stopped")
+			}
+		}()
+		defer func() { _ = server.Close() }()
+	}
 	<-ctx.Done()
 	node.Stop()
 	return nil
+}
+
+// kernelArgs splits kernel arguments into key=value pairs.
+func kernelArgs(cmdline string) map[string]string {
+	args := map[string]string{}
+	for _, field := range strings.Fields(cmdline) {
+		key, value, _ := strings.Cut(field, "=")
+		args[key] = value
+	}
+	return args
+}
+
+// hostAddress is the first non-loopback IPv4 address of the host: in a container, the
+// container's address.
+func hostAddress() (string, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return "", err
+	}
+	for _, addr := range addrs {
+		if ipNet, ok := addr.(*net.IPNet); ok && !ipNet.IP.IsLoopback() && ipNet.IP.To4() != nil {
+			return ipNet.IP.String(), nil
+		}
+	}
+	return "", errors.New("no non-loopback IPv4 address found: pass --address")
 }
 
 func envOr(name, fallback string) string {

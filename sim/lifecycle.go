@@ -1,0 +1,218 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sim
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+)
+
+// answerGrace lets the answer to a Reboot, Shutdown or Upgrade reach the caller before the
+// node goes down, as Talos answers before it acts.
+const answerGrace = 200 * time.Millisecond
+
+// rebootLater reboots the node once the current call has been answered.
+func (n *Node) rebootLater(reason string) {
+	go func() {
+		time.Sleep(answerGrace)
+		n.reboot(reason)
+	}()
+}
+
+// reboot stops the node gracefully and boots it again after the reboot delay.
+func (n *Node) reboot(reason string) {
+	n.mu.Lock()
+	ctx := n.powerCtx
+	n.mu.Unlock()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	n.opts.Log.Info("Rebooting", "reason", reason)
+	n.reportShutdown(ctx)
+	n.Stop()
+	n.power.Lock()
+	stops := n.stops
+	n.power.Unlock()
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(n.opts.RebootDelay):
+	}
+	n.power.Lock()
+	poweredOff := n.stops != stops
+	n.power.Unlock()
+	if poweredOff {
+		return
+	}
+	if err := n.Start(ctx, nil); err != nil && ctx.Err() == nil {
+		n.opts.Log.Error(err, "Failed to boot after a reboot")
+	}
+}
+
+// shutdownLater powers the node off gracefully once the current call has been answered.
+func (n *Node) shutdownLater() {
+	go func() {
+		time.Sleep(answerGrace)
+		n.opts.Log.Info("Shutting down")
+		n.reportShutdown(context.Background())
+		n.Stop()
+	}()
+}
+
+// upgradeLater installs version and reboots into it after the upgrade delay.
+func (n *Node) upgradeLater(version string) {
+	go func() {
+		time.Sleep(n.opts.UpgradeDelay)
+		if err := os.WriteFile(n.stateDir("talos-version"), []byte(version+"\n"), 0o600); err != nil {
+			n.opts.Log.Error(err, "Upgrade failed")
+			return
+		}
+		n.reboot("upgrade to " + version)
+	}()
+}
+
+// PowerOff cuts the node's power: nothing is shut down gracefully and the kubelet reports
+// nothing (kube-controller-manager marks the Node NotReady once its Lease expires). Same as
+// Stop.
+func (n *Node) PowerOff() { n.Stop() }
+
+// PowerOn boots a powered-off node from its state on disk.
+func (n *Node) PowerOn(ctx context.Context) error { return n.Start(ctx, nil) }
+
+// CrashEtcd kills the node's etcd member, as a crash-looping etcd: the rest of the node
+// keeps running and the member stays down until the node reboots.
+func (n *Node) CrashEtcd() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.etcd == nil {
+		return errors.New("etcd is not running on this node")
+	}
+	n.etcd.stop()
+	n.etcd = nil
+	n.opts.Log.Info("Fault: etcd crashed")
+	return nil
+}
+
+// Partition cuts the node off: its Talos API and trustd accept connections but answer
+// nothing, its kubelet stops reporting, its kube-apiserver and kube-controller-manager
+// freeze, and its etcd member becomes unreachable to its peers (in one process it is
+// stopped, and started again from its data when the node is healed).
+func (n *Node) Partition() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.partitioned {
+		return
+	}
+	n.partitioned, n.healed = true, make(chan struct{})
+	n.apiServer.signal(syscall.SIGSTOP)
+	n.controllerManager.signal(syscall.SIGSTOP)
+	if n.etcd != nil {
+		n.etcd.stop()
+		n.etcd = nil
+		go n.restartEtcdWhenHealed(n.healed, n.servicesCtx)
+	}
+	n.opts.Log.Info("Fault: partitioned")
+}
+
+// Heal ends a partition.
+func (n *Node) Heal() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.partitioned {
+		return
+	}
+	n.partitioned = false
+	close(n.healed)
+	n.apiServer.signal(syscall.SIGCONT)
+	n.controllerManager.signal(syscall.SIGCONT)
+	n.opts.Log.Info("Partition healed")
+}
+
+// restartEtcdWhenHealed starts the node's etcd member again from its data once the
+// partition ends.
+func (n *Node) restartEtcdWhenHealed(healed <-chan struct{}, ctx context.Context) { //nolint:revive // ctx after the channel reads naturally here
+	select {
+	case <-ctx.Done():
+		return
+	case <-healed:
+	}
+	n.mu.Lock()
+	cfg := n.cfg
+	n.mu.Unlock()
+	if cfg == nil {
+		return
+	}
+	if err := n.retry(ctx, "Waiting to restart etcd", func() error { return n.startOwnEtcd(ctx, cfg) }); err == nil {
+		n.opts.Log.Info("etcd is back after the partition")
+	}
+}
+
+// waitWhilePartitioned holds a call while the node is partitioned: it is not answered
+// until the partition heals or the caller gives up.
+func (n *Node) waitWhilePartitioned(ctx context.Context) error {
+	n.mu.Lock()
+	partitioned, healed := n.partitioned, n.healed
+	n.mu.Unlock()
+	if !partitioned {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	case <-healed:
+		return nil
+	}
+}
+
+func (n *Node) partitionUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := n.waitWhilePartitioned(ctx); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+// FaultHandler serves the node's faults over HTTP, for nodes in their own process or
+// container: POST /power-off, /power-on, /crash-etcd, /partition or /heal.
+func (n *Node) FaultHandler(ctx context.Context) http.Handler {
+	faults := map[string]func() error{
+		"/power-off":  func() error { n.PowerOff(); return nil },
+		"/power-on":   func() error { return n.PowerOn(ctx) },
+		"/crash-etcd": n.CrashEtcd,
+		"/partition":  func() error { n.Partition(); return nil },
+		"/heal":       func() error { n.Heal(); return nil },
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fault, ok := faults[r.URL.Path]
+		if !ok || r.Method != http.MethodPost {
+			http.Error(w, "POST one of /power-off, /power-on, /crash-etcd, /partition, /heal", http.StatusNotFound)
+			return
+		}
+		if err := fault(); err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+}

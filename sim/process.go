@@ -1,0 +1,120 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sim
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// component is a Kubernetes control-plane process of a node (kube-apiserver,
+// kube-controller-manager): the real binary from the node's BinDir, where Talos would run
+// its static pod.
+type component struct {
+	name string
+	cmd  *exec.Cmd
+	// done is closed when the process has exited.
+	done chan struct{}
+}
+
+// startComponent runs binary name from the node's BinDir with flags (name → value), logging
+// to <state>/<name>.log. The node's process takes it down when it dies, as a node's power
+// takes down its static pods.
+func (n *Node) startComponent(ctx context.Context, name string, flags map[string]string) (*component, error) {
+	binary := filepath.Join(n.opts.BinDir, name)
+	if _, err := os.Stat(binary); err != nil {
+		return nil, fmt.Errorf("%s not found in %s (run 'make tools'): %w", name, n.opts.BinDir, err)
+	}
+	args := make([]string, 0, len(flags))
+	for _, flag := range slices.Sorted(maps.Keys(flags)) {
+		args = append(args, "--"+flag+"="+flags[flag])
+	}
+	logFile, err := os.Create(n.stateDir(name + ".log"))
+	if err != nil {
+		return nil, err
+	}
+	//nolint:gosec // the binary is the pinned Kubernetes component in the node's BinDir.
+	cmd := exec.CommandContext(context.WithoutCancel(ctx), binary, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("failed to start %s: %w", name, err)
+	}
+	c := &component{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		// The exit status says nothing new: the node is stopping it, or it failed and its
+		// log in the state directory says why.
+		_ = cmd.Wait()
+		_ = logFile.Close()
+		close(c.done)
+	}()
+	return c, nil
+}
+
+// withExtraArgs overlays the extra arguments of the machine config on the defaults, as Talos
+// does for its static pods: a user's value replaces the default one.
+func withExtraArgs(defaults map[string]string, extra map[string][]string) map[string]string {
+	for flag, values := range extra {
+		defaults[flag] = strings.Join(values, ",")
+	}
+	return defaults
+}
+
+// running reports whether the process is still alive.
+func (c *component) running() bool {
+	if c == nil {
+		return false
+	}
+	select {
+	case <-c.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// signal sends sig to the process if it runs.
+func (c *component) signal(sig os.Signal) {
+	if c.running() {
+		_ = c.cmd.Process.Signal(sig)
+	}
+}
+
+// stop terminates the process and waits for it.
+func (c *component) stop() {
+	if c == nil || c.cmd.Process == nil {
+		return
+	}
+	// A paused process does not act on SIGINT: wake it first.
+	c.signal(syscall.SIGCONT)
+	c.signal(os.Interrupt)
+	select {
+	case <-c.done:
+	case <-time.After(5 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+}
