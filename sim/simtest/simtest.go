@@ -136,7 +136,7 @@ type Cluster struct {
 // kube-apiserver answers at each control-plane address with the kubeconfig the Talos API
 // returns, every node's Node is Ready with the configured kubelet version, and every
 // control-plane node has its mirror Pods. The first control-plane address is the cluster
-// endpoint (there is no load balancer).
+// endpoint (there is no load balancer); patches apply to the control-plane configs.
 func Scenario(t *testing.T, controlPlanes, workers []string, patches ...bootstrapv1.ConfigPatch) Cluster {
 	t.Helper()
 	g := NewWithT(t)
@@ -153,7 +153,7 @@ func Scenario(t *testing.T, controlPlanes, workers []string, patches ...bootstra
 		apply(address, Render(t, bootstrapv1.GenerateTypeControlPlane, fmt.Sprintf("cp-%d", i), endpoint, patches...))
 	}
 	for i, address := range workers {
-		apply(address, Render(t, bootstrapv1.GenerateTypeWorker, fmt.Sprintf("worker-%d", i), endpoint, patches...))
+		apply(address, Render(t, bootstrapv1.GenerateTypeWorker, fmt.Sprintf("worker-%d", i), endpoint))
 	}
 	admin := Client(t, Bundle(), endpoint)
 	g.Expect(admin.Bootstrap(ctx, &machine.BootstrapRequest{})).To(Succeed())

@@ -17,56 +17,63 @@ limitations under the License.
 package binaries
 
 import (
-	"encoding/base64"
+	"context"
+	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	"github.com/siderolabs/talos/pkg/machinery/api/machine"
-	talosclient "github.com/siderolabs/talos/pkg/machinery/client"
-	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
-	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
-	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
+	"github.com/talon-capi/talon/sim/simtest"
 	"github.com/talon-capi/talon/test/envtest"
+	"github.com/talon-capi/talon/test/require"
 )
 
-// TestTalonSimProcess runs a simulated node as its own process, booted from USERDATA like
-// the Talos container image, and drives it with machinery's client: the one-node-per-process
-// placement that containers and network namespaces use.
-func TestTalonSimProcess(t *testing.T) {
+// TestClusterOneProcessPerNode runs the cluster scenario of the simulator (three
+// control-plane nodes and a worker, see simtest.Scenario) with each node in its own
+// `talon sim` process, the placement containers and network namespaces use. Then it cuts a
+// node off through the faults endpoint of its process and heals it.
+func TestClusterOneProcessPerNode(t *testing.T) {
+	_, err := envtest.Binary("kube-apiserver")
+	require.Layer(t, envtest.Layer, err)
 	g := NewWithT(t)
 	ctx := t.Context()
-	const address = "127.0.44.1"
-	bundle, err := configgen.NewBundle("", time.Now())
-	g.Expect(err).NotTo(HaveOccurred())
-	config, err := configgen.Render(bundle, configgen.Cluster{
-		Name: "proc", Endpoint: configgen.Endpoint{Host: address, Port: 6443}, KubernetesVersion: "v1.36.3",
-	}, configgen.Machine{Spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane}, Hostname: "proc-cp", Mode: configgen.ModeContainer})
-	g.Expect(err).NotTo(HaveOccurred())
+	talon := filepath.Join(buildCommands(t), "talon")
+	controlPlanes, workers := []string{"127.0.44.1", "127.0.44.2", "127.0.44.3"}, []string{"127.0.44.4"}
+	nodes := map[string]*process{}
+	for _, address := range []string{"127.0.44.1", "127.0.44.2", "127.0.44.3", "127.0.44.4"} {
+		nodes[address] = startProcess(t, talon, []string{"PLATFORM=container"},
+			"sim", "--address", address, "--state-dir", t.TempDir(), "--bin-dir", envtest.BinDir(),
+			"--control-address", address+":50080")
+	}
+	simtest.Scenario(t, controlPlanes, workers)
 
-	node := startProcess(t, filepath.Join(buildCommands(t), "talon"),
-		[]string{"PLATFORM=container", "USERDATA=" + base64.StdEncoding.EncodeToString(config)},
-		"sim", "--address", address, "--state-dir", t.TempDir(), "--bin-dir", envtest.BinDir())
-
-	tc, err := configgen.NewTalosconfig(bundle, "proc", []string{address}, time.Now(), time.Hour)
-	g.Expect(err).NotTo(HaveOccurred())
-	cfg, err := clientconfig.FromBytes(tc.Data)
-	g.Expect(err).NotTo(HaveOccurred())
-	c, err := talosclient.New(ctx, talosclient.WithConfig(cfg))
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = c.Close() }()
-
-	g.Eventually(func(g Gomega) {
-		v, err := c.Version(ctx)
+	t.Log("The faults endpoint of a node's process partitions it and heals it")
+	worker := simtest.Client(t, simtest.Bundle(), workers[0])
+	fault := func(name string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+workers[0]+":50080/"+name, http.NoBody)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(v.Messages[0].Metadata.Hostname).To(Equal("proc-cp"), "booted from USERDATA")
-	}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
-	g.Expect(c.Bootstrap(ctx, &machine.BootstrapRequest{})).To(Succeed())
-	members, err := c.EtcdMemberList(ctx, &machine.EtcdMemberListRequest{})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(members.Messages[0].Members).To(ConsistOf(HaveField("Hostname", "proc-cp")))
+		resp, err := http.DefaultClient.Do(req)
+		g.Expect(err).NotTo(HaveOccurred())
+		_ = resp.Body.Close()
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	}
+	versionErr := func() error {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err := worker.Version(ctx)
+		return err
+	}
+	g.Expect(versionErr()).To(Succeed())
+	fault("partition")
+	g.Expect(status.Code(versionErr())).To(Equal(codes.DeadlineExceeded))
+	fault("heal")
+	g.Eventually(versionErr, 10*time.Second, 200*time.Millisecond).Should(Succeed())
 
-	node.terminate(t)
+	for _, address := range []string{"127.0.44.1", "127.0.44.2", "127.0.44.3", "127.0.44.4"} {
+		nodes[address].terminate(t)
+	}
 }
