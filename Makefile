@@ -21,9 +21,11 @@ LDFLAGS := -X github.com/talon-capi/talon/internal/version.gitVersion=$(GIT_VERS
 
 IMAGE_REGISTRY ?= ghcr.io/talon-capi
 IMAGE_TAG ?= dev
+# The node simulator image (docs/sim.md), run by the Docker provider in place of Talos.
+SIM_IMAGE ?= $(IMAGE_REGISTRY)/talon-sim:$(IMAGE_TAG)
 
 # The layers a test run must not skip (see docs/testing.md).
-TALON_REQUIRE ?= envtest
+TALON_REQUIRE ?= envtest,docker
 TEST_TIMEOUT ?= 30m
 
 CONTROLLER_GEN := $(BIN)/controller-gen
@@ -89,11 +91,11 @@ tools: $(TOOLS) ## Build every pinned tool and management-plane binary into bin/
 ##@ Test
 
 .PHONY: test
-test: verify-gen lint release-manifests tools test-go ## Run verify-gen, lint and every test (the CI entry point)
+test: verify-gen lint release-manifests tools $(if $(findstring docker,$(TALON_REQUIRE)),sim-image) test-go ## Run verify-gen, lint and every test (the CI entry point)
 
 .PHONY: test-go
 test-go: $(TOOLS) ## Run the Go tests (unit and envtest) with gotestsum
-	KUBEBUILDER_ASSETS=$(BIN) TALON_REQUIRE=$(TALON_REQUIRE) \
+	KUBEBUILDER_ASSETS=$(BIN) TALON_REQUIRE=$(TALON_REQUIRE) TALON_SIM_IMAGE=$(SIM_IMAGE) \
 		$(GOTESTSUM) --format testname --format-hide-empty-pkg -- -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: bench
@@ -119,6 +121,13 @@ docker-build: ## Build the manager images FROM scratch (no image is pulled)
 		docker build --quiet -f hack/Dockerfile.manager --build-arg BINARY=$$p-manager \
 			-t $(IMAGE_REGISTRY)/talon-$$p-manager:$(IMAGE_TAG) $(OUT)/images; \
 	done
+
+.PHONY: sim-image
+sim-image: $(KUBE_APISERVER) $(KUBE_CONTROLLER_MANAGER) ## Build the node simulator image: talon sim, kube-apiserver, kube-controller-manager FROM scratch
+	@mkdir -p $(OUT)/sim-image/tmp
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(OUT)/sim-image/talon ./cmd/talon
+	cp $(KUBE_APISERVER) $(KUBE_CONTROLLER_MANAGER) $(OUT)/sim-image/
+	docker build --quiet -f hack/Dockerfile.sim -t $(SIM_IMAGE) $(OUT)/sim-image
 
 .PHONY: clean
 clean: ## Remove out/ (bin/ keeps the cached tools; delete it by hand to rebuild them)

@@ -20,6 +20,10 @@ limitations under the License.
 // gRPC definitions over TLS issued from the machine config's CAs, checks client roles as
 // Talos does, loads and validates every config with machinery for the node's mode, and runs
 // a real etcd member (the etcd server library) with certificates from the config's etcd CA.
+// Control-plane nodes run the real kube-apiserver and kube-controller-manager and serve
+// trustd; workers join by trustd and kubelet TLS bootstrapping; a kubelet stand-in registers
+// every Node and the mirror Pods of the static control-plane pods. Faults (power, etcd
+// crash, partition, slow boot) are available on demand. See docs/sim.md.
 //
 // It is not a Talos node: there is no kernel, no disks, no container runtime, no workloads.
 // Tests and the talon CLI use it; the providers never import it, they talk to it through

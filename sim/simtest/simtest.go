@@ -56,8 +56,8 @@ var Bundle = sync.OnceValue(func() *secrets.Bundle {
 
 // Render renders the config of a node of cluster "sim" (the bundle's) whose endpoint is
 // endpoint's kube-apiserver, with patches (JSON 6902) applied.
-func Render(t *testing.T, generateType bootstrapv1.GenerateType, hostname, endpoint string, patches ...bootstrapv1.ConfigPatch) []byte {
-	t.Helper()
+func Render(tb testing.TB, generateType bootstrapv1.GenerateType, hostname, endpoint string, patches ...bootstrapv1.ConfigPatch) []byte {
+	tb.Helper()
 	data, err := configgen.Render(Bundle(), configgen.Cluster{
 		Name: "sim", Endpoint: configgen.Endpoint{Host: endpoint, Port: 6443}, KubernetesVersion: KubernetesVersion,
 	}, configgen.Machine{
@@ -65,56 +65,56 @@ func Render(t *testing.T, generateType bootstrapv1.GenerateType, hostname, endpo
 		Hostname: hostname, Mode: configgen.ModeContainer,
 	})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return data
 }
 
 // Client is a machinery client trusting bundle's OS CA with an admin certificate from it,
 // or one holding roles when given.
-func Client(t *testing.T, bundle *secrets.Bundle, endpoint string, roles ...role.Role) *talosclient.Client {
-	t.Helper()
-	return ClientWithCert(t, bundle, bundle, endpoint, roles...)
+func Client(tb testing.TB, bundle *secrets.Bundle, endpoint string, roles ...role.Role) *talosclient.Client {
+	tb.Helper()
+	return ClientWithCert(tb, bundle, bundle, endpoint, roles...)
 }
 
 // ClientWithCert trusts server's OS CA but presents a certificate issued by issuer's CA
 // with roles (admin when none are given).
-func ClientWithCert(t *testing.T, server, issuer *secrets.Bundle, endpoint string, roles ...role.Role) *talosclient.Client {
-	t.Helper()
+func ClientWithCert(tb testing.TB, server, issuer *secrets.Bundle, endpoint string, roles ...role.Role) *talosclient.Client {
+	tb.Helper()
 	tc, err := configgen.NewTalosconfig(server, "sim", []string{endpoint}, time.Now(), time.Hour)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	cfg, err := clientconfig.FromBytes(tc.Data)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	if len(roles) == 0 {
 		roles = []role.Role{role.Admin}
 	}
 	cert, err := secrets.NewAdminCertificateAndKey(time.Now(), issuer.Certs.OS, role.MakeSet(roles...), time.Hour)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	cfg.Contexts["sim"].Crt = base64.StdEncoding.EncodeToString(cert.Crt)
 	cfg.Contexts["sim"].Key = base64.StdEncoding.EncodeToString(cert.Key)
-	c, err := talosclient.New(t.Context(), talosclient.WithConfig(cfg))
+	c, err := talosclient.New(tb.Context(), talosclient.WithConfig(cfg))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Close() })
+	tb.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
 // MaintenanceClient is a client of a node in maintenance mode.
-func MaintenanceClient(t *testing.T, endpoint string) *talosclient.Client {
-	t.Helper()
+func MaintenanceClient(tb testing.TB, endpoint string) *talosclient.Client {
+	tb.Helper()
 	//nolint:gosec // Talos clients do not verify a node in maintenance mode: it has no identity yet.
-	c, err := talosclient.New(t.Context(), talosclient.WithTLSConfig(&tls.Config{InsecureSkipVerify: true}), talosclient.WithEndpoints(endpoint))
+	c, err := talosclient.New(tb.Context(), talosclient.WithTLSConfig(&tls.Config{InsecureSkipVerify: true}), talosclient.WithEndpoints(endpoint))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Close() })
+	tb.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
@@ -137,28 +137,28 @@ type Cluster struct {
 // returns, every node's Node is Ready with the configured kubelet version, and every
 // control-plane node has its mirror Pods. The first control-plane address is the cluster
 // endpoint (there is no load balancer); patches apply to the control-plane configs.
-func Scenario(t *testing.T, controlPlanes, workers []string, patches ...bootstrapv1.ConfigPatch) Cluster {
-	t.Helper()
-	g := NewWithT(t)
-	ctx := t.Context()
+func Scenario(tb testing.TB, controlPlanes, workers []string, patches ...bootstrapv1.ConfigPatch) Cluster {
+	tb.Helper()
+	g := NewWithT(tb)
+	ctx := tb.Context()
 	endpoint := controlPlanes[0]
 	start := time.Now()
 	apply := func(address string, data []byte) {
 		g.Eventually(func() error {
-			_, err := MaintenanceClient(t, address).ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: data})
+			_, err := MaintenanceClient(tb, address).ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: data})
 			return err
 		}, 30*time.Second, 200*time.Millisecond).Should(Succeed(), "apply the config to %s", address)
 	}
 	for i, address := range controlPlanes {
-		apply(address, Render(t, bootstrapv1.GenerateTypeControlPlane, fmt.Sprintf("cp-%d", i), endpoint, patches...))
+		apply(address, Render(tb, bootstrapv1.GenerateTypeControlPlane, fmt.Sprintf("cp-%d", i), endpoint, patches...))
 	}
 	for i, address := range workers {
-		apply(address, Render(t, bootstrapv1.GenerateTypeWorker, fmt.Sprintf("worker-%d", i), endpoint))
+		apply(address, Render(tb, bootstrapv1.GenerateTypeWorker, fmt.Sprintf("worker-%d", i), endpoint))
 	}
-	admin := Client(t, Bundle(), endpoint)
+	admin := Client(tb, Bundle(), endpoint)
 	g.Expect(admin.Bootstrap(ctx, &machine.BootstrapRequest{})).To(Succeed())
 
-	t.Log("Every control-plane node is a voting etcd member")
+	tb.Log("Every control-plane node is a voting etcd member")
 	var members []*machine.EtcdMember
 	g.Eventually(func(g Gomega) {
 		resp, err := admin.EtcdMemberList(ctx, &machine.EtcdMemberListRequest{})
@@ -170,7 +170,7 @@ func Scenario(t *testing.T, controlPlanes, workers []string, patches ...bootstra
 		}
 	}, 3*time.Minute, time.Second).Should(Succeed())
 
-	t.Log("The kubeconfig from the Talos API reaches every control-plane node's kube-apiserver")
+	tb.Log("The kubeconfig from the Talos API reaches every control-plane node's kube-apiserver")
 	kubeconfig, err := admin.Kubeconfig(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	restConfig, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
@@ -187,7 +187,7 @@ func Scenario(t *testing.T, controlPlanes, workers []string, patches ...bootstra
 		}, 2*time.Minute, time.Second).Should(Succeed(), "kube-apiserver at %s", address)
 	}
 
-	t.Log("Every Node Ready with the configured kubelet version; workers joined by TLS bootstrapping")
+	tb.Log("Every Node Ready with the configured kubelet version; workers joined by TLS bootstrapping")
 	kube, err := kubernetes.NewForConfig(restConfig)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func(g Gomega) {
@@ -201,9 +201,9 @@ func Scenario(t *testing.T, controlPlanes, workers []string, patches ...bootstra
 		}
 	}, 3*time.Minute, time.Second).Should(Succeed())
 	ready := time.Since(start)
-	t.Logf("%d control-plane and %d worker Nodes Ready %s after the first apply", len(controlPlanes), len(workers), ready.Round(time.Second))
+	tb.Logf("%d control-plane and %d worker Nodes Ready %s after the first apply", len(controlPlanes), len(workers), ready.Round(time.Second))
 
-	t.Log("Mirror Pods of the static control-plane pods, Ready, with the configured images")
+	tb.Log("Mirror Pods of the static control-plane pods, Ready, with the configured images")
 	g.Eventually(func(g Gomega) {
 		pods, err := kube.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: "tier=control-plane"})
 		g.Expect(err).NotTo(HaveOccurred())

@@ -62,11 +62,11 @@ var builtCommands = sync.OnceValues(func() (string, error) {
 	return dir, nil
 })
 
-func buildCommands(t *testing.T) string {
-	t.Helper()
+func buildCommands(tb testing.TB) string {
+	tb.Helper()
 	dir, err := builtCommands()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return dir
 }

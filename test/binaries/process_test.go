@@ -35,8 +35,8 @@ type process struct {
 
 // startProcess runs path with args and extra environment variables; it is killed when the
 // test ends, and its output is logged if the test failed.
-func startProcess(t *testing.T, path string, env []string, args ...string) *process {
-	t.Helper()
+func startProcess(tb testing.TB, path string, env []string, args ...string) *process {
+	tb.Helper()
 	p := &process{
 		cmd:    exec.CommandContext(context.Background(), path, args...),
 		logs:   &strings.Builder{},
@@ -46,32 +46,32 @@ func startProcess(t *testing.T, path string, env []string, args ...string) *proc
 	// One writer for both streams: exec then writes to it from one goroutine at a time.
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("Failed to start %s: %v", path, err)
+		tb.Fatalf("Failed to start %s: %v", path, err)
 	}
 	go func() { p.exited <- p.cmd.Wait() }()
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
 			_ = p.cmd.Process.Kill()
 		}
-		if t.Failed() {
-			t.Logf("Output of %s:\n%s", path, p.logs.String())
+		if tb.Failed() {
+			tb.Logf("Output of %s:\n%s", path, p.logs.String())
 		}
 	})
 	return p
 }
 
 // terminate sends SIGTERM and fails the test unless the process exits 0 within 30s.
-func (p *process) terminate(t *testing.T) {
-	t.Helper()
+func (p *process) terminate(tb testing.TB) {
+	tb.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatalf("Failed to send SIGTERM: %v", err)
+		tb.Fatalf("Failed to send SIGTERM: %v", err)
 	}
 	select {
 	case err := <-p.exited:
 		if err != nil {
-			t.Fatalf("%s exited with %v after SIGTERM", p.cmd.Path, err)
+			tb.Fatalf("%s exited with %v after SIGTERM", p.cmd.Path, err)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatalf("%s did not exit within 30s of SIGTERM", p.cmd.Path)
+		tb.Fatalf("%s did not exit within 30s of SIGTERM", p.cmd.Path)
 	}
 }
