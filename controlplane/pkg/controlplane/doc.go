@@ -17,6 +17,4 @@ limitations under the License.
 // Package controlplane models a Talos control plane (its Machines, etcd members and their
 // health) and makes the decisions: which Machine goes next, whether etcd can shrink, which
 // failure domain gets the next Machine. It performs no I/O, so every rule has table tests.
-//
-// Empty until the control-plane provider's issue lands.
 package controlplane

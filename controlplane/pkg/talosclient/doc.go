@@ -15,9 +15,7 @@ limitations under the License.
 */
 
 // Package talosclient is the narrow interface through which the control plane talks to Talos
-// nodes (version, bootstrap, etcd membership, upgrade, reset), with a factory that builds
-// clients from the cluster's talosconfig. Tests use the same interface against the node
-// simulator, which speaks the real Talos API.
-//
-// Empty until the control-plane provider's issue lands.
+// nodes (version, bootstrap, etcd membership and health), with a factory that builds clients
+// from the cluster's secrets bundle: a short-lived admin certificate minted in memory. Tests
+// use the same interface against the node simulator, which speaks the real Talos API.
 package talosclient

@@ -1,0 +1,200 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package talosclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	talosclient "github.com/siderolabs/talos/pkg/machinery/client"
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
+)
+
+// APIPort is the port of the Talos API on every node.
+const APIPort = 50000
+
+// certificateLifetime is how long the client certificates minted for one client live.
+const certificateLifetime = time.Hour
+
+// callTimeout bounds every call: a node that does not answer must not hold a reconcile.
+const callTimeout = 10 * time.Second
+
+// Member is an etcd member as a node lists it.
+type Member struct {
+	ID       uint64
+	Name     string
+	Learner  bool
+	PeerURLs []string
+}
+
+// MemberStatus is what a member says of itself.
+type MemberStatus struct {
+	ID     uint64
+	Leader uint64
+	Errors []string
+}
+
+// Client talks to one Talos node.
+type Client interface {
+	// Version is the Talos version the node runs.
+	Version(ctx context.Context) (string, error)
+	// Bootstrap starts etcd on the node as the cluster's first member. ErrAlreadyBootstrapped
+	// when the node already has etcd data.
+	Bootstrap(ctx context.Context) error
+	// EtcdMembers lists the members of the node's etcd cluster. ErrEtcdNotRunning when the
+	// node runs no etcd member (yet).
+	EtcdMembers(ctx context.Context) ([]Member, error)
+	// EtcdStatus is the node's member status.
+	EtcdStatus(ctx context.Context) (MemberStatus, error)
+	// EtcdRemoveMember removes a member by ID, through this node.
+	EtcdRemoveMember(ctx context.Context, id uint64) error
+	// EtcdForfeitLeadership moves leadership away from the node's member if it leads.
+	EtcdForfeitLeadership(ctx context.Context) error
+	// Close releases the connection.
+	Close() error
+}
+
+// Errors a caller acts on.
+var (
+	ErrAlreadyBootstrapped = errors.New("etcd is already bootstrapped on this node")
+	ErrEtcdNotRunning      = errors.New("etcd is not running on this node")
+)
+
+// Factory makes clients of the nodes of a cluster.
+type Factory interface {
+	// New is a client of the Talos API at address (an IP or host name; port 50000) that
+	// authenticates with a certificate from bundle's OS CA.
+	New(ctx context.Context, bundle *secrets.Bundle, address string) (Client, error)
+}
+
+// NewFactory is the Factory of real connections.
+func NewFactory() Factory { return factory{} }
+
+type factory struct{}
+
+func (factory) New(ctx context.Context, bundle *secrets.Bundle, address string) (Client, error) {
+	endpoint := net.JoinHostPort(address, strconv.Itoa(APIPort))
+	tc, err := configgen.NewTalosconfig(bundle, "talon", []string{endpoint}, time.Now(), certificateLifetime)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := clientconfig.FromBytes(tc.Data)
+	if err != nil {
+		return nil, err
+	}
+	c, err := talosclient.New(ctx, talosclient.WithConfig(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("failed to connect to the Talos API at %s: %w", endpoint, err)
+	}
+	return &client{c: c, address: address}, nil
+}
+
+type client struct {
+	c       *talosclient.Client
+	address string
+}
+
+func (c *client) wrap(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s on %s: %w", what, c.address, err)
+}
+
+func (c *client) Version(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	v, err := c.c.Version(ctx)
+	if err != nil {
+		return "", c.wrap(err, "Talos API Version")
+	}
+	if len(v.Messages) == 0 || v.Messages[0].Version == nil {
+		return "", c.wrap(errors.New("empty answer"), "Talos API Version")
+	}
+	return v.Messages[0].Version.Tag, nil
+}
+
+func (c *client) Bootstrap(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err := c.c.Bootstrap(ctx, &machine.BootstrapRequest{})
+	if status.Code(err) == codes.FailedPrecondition || status.Code(err) == codes.AlreadyExists {
+		return fmt.Errorf("%w: %w", ErrAlreadyBootstrapped, c.wrap(err, "bootstrap"))
+	}
+	return c.wrap(err, "bootstrap")
+}
+
+func (c *client) EtcdMembers(ctx context.Context) ([]Member, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	resp, err := c.c.EtcdMemberList(ctx, &machine.EtcdMemberListRequest{})
+	if status.Code(err) == codes.FailedPrecondition {
+		return nil, fmt.Errorf("%w: %w", ErrEtcdNotRunning, c.wrap(err, "etcd member list"))
+	}
+	if err != nil {
+		return nil, c.wrap(err, "etcd member list")
+	}
+	var out []Member
+	for _, msg := range resp.Messages {
+		for _, m := range msg.Members {
+			out = append(out, Member{ID: m.Id, Name: m.Hostname, Learner: m.IsLearner, PeerURLs: m.PeerUrls})
+		}
+	}
+	return out, nil
+}
+
+func (c *client) EtcdStatus(ctx context.Context) (MemberStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	resp, err := c.c.EtcdStatus(ctx)
+	if status.Code(err) == codes.FailedPrecondition {
+		return MemberStatus{}, fmt.Errorf("%w: %w", ErrEtcdNotRunning, c.wrap(err, "etcd status"))
+	}
+	if err != nil {
+		return MemberStatus{}, c.wrap(err, "etcd status")
+	}
+	if len(resp.Messages) == 0 || resp.Messages[0].MemberStatus == nil {
+		return MemberStatus{}, c.wrap(errors.New("empty answer"), "etcd status")
+	}
+	st := resp.Messages[0].MemberStatus
+	return MemberStatus{ID: st.MemberId, Leader: st.Leader, Errors: st.Errors}, nil
+}
+
+func (c *client) EtcdRemoveMember(ctx context.Context, id uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	return c.wrap(c.c.EtcdRemoveMemberByID(ctx, &machine.EtcdRemoveMemberByIDRequest{MemberId: id}), fmt.Sprintf("removing etcd member %x", id))
+}
+
+func (c *client) EtcdForfeitLeadership(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	_, err := c.c.EtcdForfeitLeadership(ctx, &machine.EtcdForfeitLeadershipRequest{})
+	return c.wrap(err, "etcd forfeit leadership")
+}
+
+func (c *client) Close() error { return c.c.Close() }
