@@ -21,8 +21,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
+	"github.com/talon-capi/talon/controlplane/pkg/talosclient"
+	"github.com/talon-capi/talon/controlplane/reconcilers/taloscontrolplane"
 	"github.com/talon-capi/talon/internal/manager"
 )
 
@@ -35,8 +38,9 @@ func Provider() manager.Provider {
 	}
 }
 
-// Reconcilers registers the control-plane provider's reconcilers with mgr. None reconcile yet:
-// the reconcilers arrive with the provider's own issue.
-func Reconcilers(_ context.Context, _ ctrl.Manager, _ *manager.Options) error {
-	return nil
+// Reconcilers registers the TalosControlPlane reconciler with mgr.
+func Reconcilers(ctx context.Context, mgr ctrl.Manager, opts *manager.Options) error {
+	return (&taloscontrolplane.Reconciler{
+		Client: mgr.GetClient(), TalosClients: talosclient.NewFactory(), WatchFilterValue: opts.WatchFilter,
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.Concurrency})
 }

@@ -14,9 +14,9 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package taloscontrolplane holds the TalosControlPlane reconciler: an entry file and one
-// file per concern (scale, rollout, etcd, remediation, status). Decisions come from the
-// model in controlplane/pkg/controlplane; Talos API calls go through pkg/talosclient.
-//
-// Empty until the control-plane provider's issue lands.
+// Package taloscontrolplane holds the TalosControlPlane reconciler: an entry file
+// (controller.go) and one file per concern: what a reconcile observes (scope.go), Machines
+// (machines.go), etcd bootstrap, membership and scaling (etcd.go), the kubeconfig Secret
+// (kubeconfig.go) and status (status.go). Decisions come from the model in
+// controlplane/pkg/controlplane; Talos API calls go through controlplane/pkg/talosclient.
 package taloscontrolplane

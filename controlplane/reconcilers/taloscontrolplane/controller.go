@@ -1,0 +1,231 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package taloscontrolplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+	capicontrollerutil "sigs.k8s.io/cluster-api/util/controller"
+	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/paused"
+	"sigs.k8s.io/cluster-api/util/predicates"
+
+	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
+	"github.com/talon-capi/talon/bootstrap/pkg/clustersecrets"
+	"github.com/talon-capi/talon/controlplane/pkg/talosclient"
+)
+
+// +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=taloscontrolplanes;taloscontrolplanes/status;taloscontrolplanes/finalizers,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines;machines/status,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=talosconfigs,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=*,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// finalizer holds a TalosControlPlane until its Machines are gone.
+const finalizer = "controlplane.cluster.x-k8s.io/taloscontrolplane"
+
+// converging is how soon a step that waits for the cluster (a node to answer, a member to
+// be promoted, a Machine to go) is looked at again; Machine events usually come sooner.
+const converging = 2 * time.Second
+
+// Reconciler creates, scales, rolls out and deletes the control-plane Machines of a
+// TalosControlPlane without losing etcd quorum.
+type Reconciler struct {
+	Client client.Client
+	// TalosClients connects to the Talos API of the control-plane nodes.
+	TalosClients talosclient.Factory
+	// WatchFilterValue limits reconciliation to objects labelled with it.
+	WatchFilterValue string
+}
+
+// SetupWithManager registers the reconciler with mgr.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
+	if r.Client == nil || r.TalosClients == nil {
+		return errors.New("taloscontrolplane reconciler needs a Client and TalosClients")
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("controller", "taloscontrolplane")
+	err := capicontrollerutil.NewControllerManagedBy(mgr, log).
+		For(&controlplanev1.TalosControlPlane{}).
+		Owns(&clusterv1.Machine{}).
+		WithOptions(options).
+		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToControlPlane),
+			predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
+		Complete(ctx, r)
+	if err != nil {
+		return fmt.Errorf("failed to set up the taloscontrolplane controller: %w", err)
+	}
+	return nil
+}
+
+// clusterToControlPlane maps a Cluster to its TalosControlPlane.
+func clusterToControlPlane(_ context.Context, o client.Object) []ctrl.Request {
+	cluster, ok := o.(*clusterv1.Cluster)
+	if !ok || cluster.Spec.ControlPlaneRef.Kind != "TalosControlPlane" || cluster.Spec.ControlPlaneRef.APIGroup != controlplanev1.GroupVersion.Group {
+		return nil
+	}
+	return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: cluster.Namespace, Name: cluster.Spec.ControlPlaneRef.Name}}}
+}
+
+// Reconcile brings one control plane closer to its spec.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	log := ctrl.LoggerFrom(ctx)
+	tcp := &controlplanev1.TalosControlPlane{}
+	if err := r.Client.Get(ctx, req.NamespacedName, tcp); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	cluster, err := util.GetOwnerCluster(ctx, r.Client, tcp.ObjectMeta)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if cluster == nil {
+		log.V(4).Info("Waiting for the Cluster to own the TalosControlPlane")
+		return ctrl.Result{}, nil
+	}
+	log = log.WithValues("Cluster", klog.KObj(cluster))
+	ctx = ctrl.LoggerInto(ctx, log)
+
+	patchHelper, err := patch.NewHelper(tcp, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, tcp); err != nil || isPaused || requeue {
+		return ctrl.Result{}, err
+	}
+
+	s, err := r.observe(ctx, cluster, tcp)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		updateStatus(s)
+		if err := patchHelper.Patch(ctx, tcp, patch.WithOwnedConditions{Conditions: ownedConditions}); err != nil {
+			reterr = errors.Join(reterr, fmt.Errorf("failed to patch TalosControlPlane %s: %w", klog.KObj(tcp), err))
+		}
+	}()
+
+	if !tcp.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, s)
+	}
+	if controllerutil.AddFinalizer(tcp, finalizer) {
+		// Persist the finalizer before anything is created.
+		return ctrl.Result{}, nil
+	}
+	return r.reconcileNormal(ctx, s)
+}
+
+// reconcileNormal creates, initializes, scales and rolls out.
+func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	if !ptr.Deref(s.cluster.Status.Initialization.InfrastructureProvisioned, false) {
+		s.waiting = fmt.Sprintf("Waiting for the infrastructure of Cluster %s to be provisioned", s.cluster.Name)
+		return ctrl.Result{}, nil
+	}
+	if s.cluster.Spec.ControlPlaneEndpoint.IsValid() {
+		if err := r.reconcileKubeconfig(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if s.bundle == nil {
+		// The bootstrap provider creates the bundle when it renders the first config.
+		if len(s.machines) == 0 {
+			return r.createMachine(ctx, s)
+		}
+		s.waiting = fmt.Sprintf("Waiting for the secrets bundle of Cluster %s (Secret %s), created with the first machine config",
+			s.cluster.Name, clustersecrets.BundleSecretName(s.cluster.Name))
+		return ctrl.Result{RequeueAfter: converging}, nil
+	}
+	if !s.initialized() {
+		return r.reconcileInitialization(ctx, s)
+	}
+	if result := r.removeOrphanMembers(ctx, s); !result.IsZero() {
+		return result, nil
+	}
+
+	desired := int(ptr.Deref(s.tcp.Spec.Replicas, 1))
+	current := len(s.active())
+	outdated := s.outdated()
+	maxSurge := int(ptr.Deref(s.tcp.Spec.Rollout.Strategy.RollingUpdate.MaxSurge, 1))
+	rolling := len(outdated) > 0 && s.tcp.Spec.Rollout.Strategy.Type != controlplanev1.OnDeleteStrategyType
+	switch {
+	case len(s.deleting()) > 0:
+		// One change at a time: wait for the Machine that is going.
+		s.waiting = fmt.Sprintf("Waiting for Machine %s to be deleted", s.deleting()[0].Name)
+		return ctrl.Result{RequeueAfter: converging}, nil
+	case current < desired:
+		return r.scaleUp(ctx, s)
+	case current > desired:
+		return r.scaleDown(ctx, s)
+	case rolling && maxSurge > 0:
+		log.Info("Rolling out: adding an up-to-date Machine first", "outdated", len(outdated))
+		return r.scaleUp(ctx, s)
+	case rolling:
+		if desired < 3 {
+			s.waiting = "Rollout with maxSurge 0 needs at least 3 replicas: removing a Machine first would leave etcd without a spare member"
+			return ctrl.Result{}, nil
+		}
+		log.Info("Rolling out: removing an outdated Machine first", "outdated", len(outdated))
+		return r.scaleDown(ctx, s)
+	}
+	return r.reconcileInPlace(ctx, s)
+}
+
+// reconcileDelete removes the Machines newest first, keeping etcd consistent until the
+// last, and releases the TalosControlPlane when none is left.
+func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if len(s.machines) == 0 {
+		controllerutil.RemoveFinalizer(s.tcp, finalizer)
+		return ctrl.Result{}, nil
+	}
+	if len(s.deleting()) > 0 {
+		return ctrl.Result{RequeueAfter: converging}, nil
+	}
+	active := s.active()
+	newest := active[0]
+	for _, m := range active[1:] {
+		if m.CreationTimestamp.After(newest.CreationTimestamp.Time) {
+			newest = m
+		}
+	}
+	if len(active) > 1 {
+		// Leave etcd as a healthy cluster of the remaining members.
+		if result := r.removeMember(ctx, s, newest); !result.IsZero() {
+			return result, nil
+		}
+	}
+	return ctrl.Result{RequeueAfter: converging}, r.deleteMachine(ctx, s, newest)
+}

@@ -1,0 +1,208 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package taloscontrolplane_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/kubeconfig"
+
+	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
+	"github.com/talon-capi/talon/bootstrap/pkg/clustersecrets"
+	"github.com/talon-capi/talon/controlplane/pkg/talosclient"
+	"github.com/talon-capi/talon/test/envtest"
+)
+
+// etcdMembers lists the etcd members through the Talos API of any control-plane node.
+func etcdMembers(ctx context.Context, env *envtest.Environment, tcp *controlplanev1.TalosControlPlane, machines []clusterv1.Machine) ([]string, error) {
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: tcp.Name, Namespace: tcp.Namespace}}
+	bundle, err := clustersecrets.Get(ctx, env.Client, cluster)
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for _, m := range machines {
+		if len(m.Status.Addresses) == 0 || !m.DeletionTimestamp.IsZero() {
+			continue
+		}
+		c, err := talosclient.NewFactory().New(ctx, bundle, m.Status.Addresses[0].Address)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		members, err := c.EtcdMembers(ctx)
+		_ = c.Close()
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		names := make([]string, 0, len(members))
+		for _, member := range members {
+			if member.Learner {
+				return nil, fmt.Errorf("member %s is still a learner", member.Name)
+			}
+			names = append(names, member.Name)
+		}
+		slices.Sort(names)
+		return names, nil
+	}
+	return nil, fmt.Errorf("no control-plane node answered: %w", lastErr)
+}
+
+// controlPlaneMachines lists the Machines of tcp.
+func controlPlaneMachines(ctx context.Context, env *envtest.Environment, tcp *controlplanev1.TalosControlPlane) ([]clusterv1.Machine, error) {
+	list := &clusterv1.MachineList{}
+	err := env.Client.List(ctx, list, client.InNamespace(tcp.Namespace), client.MatchingLabels{clusterv1.MachineControlPlaneNameLabel: tcp.Name})
+	return list.Items, err
+}
+
+// writer puts a ConfigMap into the workload cluster every 100 ms and remembers the ones
+// the API server acknowledged.
+type writer struct {
+	mu    sync.Mutex
+	acked []string
+	tries int
+}
+
+func (w *writer) run(ctx context.Context, kube *kubernetes.Clientset) {
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		name := fmt.Sprintf("write-%05d", i)
+		wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		_, err := kube.CoreV1().ConfigMaps("default").Create(wctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		cancel()
+		w.mu.Lock()
+		w.tries++
+		if err == nil {
+			w.acked = append(w.acked, name)
+		}
+		w.mu.Unlock()
+	}
+}
+
+// waitForMembership waits until tcp has replicas Machines, none deleting, whose nodes are
+// exactly the voting etcd members, and its status counts them.
+func waitForMembership(t *testing.T, env *envtest.Environment, tcp *controlplanev1.TalosControlPlane, replicas int32) {
+	t.Helper()
+	ctx := t.Context()
+	NewWithT(t).Eventually(func(g Gomega) {
+		machines, err := controlPlaneMachines(ctx, env, tcp)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(machines).To(HaveLen(int(replicas)))
+		names := make([]string, 0, len(machines))
+		for _, m := range machines {
+			g.Expect(m.DeletionTimestamp.IsZero()).To(BeTrue(), "machine %s is still being deleted", m.Name)
+			names = append(names, m.Name)
+		}
+		slices.Sort(names)
+		members, err := etcdMembers(ctx, env, tcp, machines)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(members).To(Equal(names), "etcd members are exactly the Machines")
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
+		g.Expect(tcp.Status.Replicas).To(HaveValue(Equal(replicas)))
+		g.Expect(tcp.Status.UpToDateReplicas).To(HaveValue(Equal(replicas)))
+	}, 5*time.Minute, time.Second).Should(Succeed(), "%d replicas", replicas)
+}
+
+// workloadClient is a client of the workload cluster from the kubeconfig Secret the
+// control plane wrote, once the control plane is initialized.
+func workloadClient(t *testing.T, env *envtest.Environment, tcp *controlplanev1.TalosControlPlane) *kubernetes.Clientset {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
+		g.Expect(tcp.Status.Initialization.ControlPlaneInitialized).To(HaveValue(BeTrue()))
+	}, time.Minute, time.Second).Should(Succeed())
+	data, err := kubeconfig.FromSecret(ctx, env.Client, client.ObjectKey{Namespace: tcp.Namespace, Name: tcp.Name})
+	g.Expect(err).NotTo(HaveOccurred())
+	config, err := clientcmd.RESTConfigFromKubeConfig(data)
+	g.Expect(err).NotTo(HaveOccurred())
+	kube, err := kubernetes.NewForConfig(config)
+	g.Expect(err).NotTo(HaveOccurred())
+	return kube
+}
+
+// setReplicas changes spec.replicas.
+func setReplicas(t *testing.T, env *envtest.Environment, tcp *controlplanev1.TalosControlPlane, replicas int32) {
+	t.Helper()
+	g := NewWithT(t)
+	g.Expect(env.Client.Get(t.Context(), client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
+	tcp.Spec.Replicas = ptr.To(replicas)
+	g.Expect(env.Client.Update(t.Context(), tcp)).To(Succeed())
+}
+
+// TestScaleKeepsEtcdInStep scales a control plane 1 → 3 → 5 → 3 → 1 on simulated nodes.
+// At every step the etcd members are exactly the Machines' nodes, and a writer that puts a
+// key every 100 ms throughout loses none of the writes the API server acknowledged.
+func TestScaleKeepsEtcdInStep(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	env := envtest.Get(t)
+	infra := newSimInfra(t, "127.0.47.")
+	startProviders(t, env, infra)
+	ns := env.NewNamespace(t, "scale")
+	start := time.Now()
+	tcp := newCluster(t, env, infra, ns, "scale", 1)
+	waitForMembership(t, env, tcp, 1)
+	kube := workloadClient(t, env, tcp)
+	t.Logf("1 replica: initialized %s after the cluster was applied", time.Since(start).Round(time.Second))
+
+	w := &writer{}
+	writeCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { w.run(writeCtx, kube); close(done) }()
+
+	for _, replicas := range []int32{3, 5, 3, 1} {
+		start := time.Now()
+		setReplicas(t, env, tcp, replicas)
+		waitForMembership(t, env, tcp, replicas)
+		t.Logf("%d replicas: etcd matches the Machines %s after the change", replicas, time.Since(start).Round(time.Second))
+	}
+
+	stop()
+	<-done
+	t.Logf("Writer: %d of %d writes acknowledged", len(w.acked), w.tries)
+	g.Expect(w.acked).NotTo(BeEmpty())
+	list, err := kube.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	present := map[string]bool{}
+	for _, cm := range list.Items {
+		present[cm.Name] = true
+	}
+	for _, name := range w.acked {
+		g.Expect(present).To(HaveKey(name), "acknowledged write %s was lost", name)
+	}
+}

@@ -1,0 +1,248 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package taloscontrolplane_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/go-logr/logr/testr"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
+	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
+	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
+	bootstrapsetup "github.com/talon-capi/talon/bootstrap/setup"
+	controlplanesetup "github.com/talon-capi/talon/controlplane/setup"
+	"github.com/talon-capi/talon/internal/manager"
+	"github.com/talon-capi/talon/sim"
+	"github.com/talon-capi/talon/sim/simtest"
+	"github.com/talon-capi/talon/test/envtest"
+	"github.com/talon-capi/talon/test/require"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(envtest.Run(m))
+}
+
+const simFinalizer = "test.talon.dev/sim-node"
+
+// simInfra stands in for an infrastructure provider in these tests: for every
+// TalosDockerMachine whose Machine has bootstrap data it starts a simulated Talos node in
+// this process, on its own loopback address, booted with that data; deleting the machine
+// powers the node off. The cluster endpoint is a load balancer over the control-plane nodes.
+type simInfra struct {
+	t      *testing.T
+	client client.Client
+	prefix string // e.g. 127.0.47.
+	lb     *simtest.LoadBalancer
+
+	mu    sync.Mutex
+	next  int
+	nodes map[string]*sim.Node // by TalosDockerMachine name
+}
+
+func newSimInfra(t *testing.T, prefix string) *simInfra {
+	t.Helper()
+	_, err := envtest.Binary("kube-apiserver")
+	require.Layer(t, envtest.Layer, err)
+	return &simInfra{t: t, prefix: prefix, nodes: map[string]*sim.Node{}, lb: simtest.NewLoadBalancer(t, prefix+"254", 6443, 50001)}
+}
+
+// endpoint is the cluster endpoint: the load balancer.
+func (s *simInfra) endpoint() clusterv1.APIEndpoint {
+	return clusterv1.APIEndpoint{Host: s.prefix + "254", Port: 6443}
+}
+
+func (s *simInfra) setup(_ context.Context, mgr ctrl.Manager) error {
+	s.client = mgr.GetClient()
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&infrav1.TalosDockerMachine{}).
+		Named(fmt.Sprintf("siminfra-%s", s.prefix)).
+		WithOptions(controller.Options{SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: 4}).
+		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []ctrl.Request {
+			m := o.(*clusterv1.Machine)
+			return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.InfrastructureRef.Name}}}
+		})).
+		Complete(s)
+}
+
+func (s *simInfra) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	infra := &infrav1.TalosDockerMachine{}
+	if err := s.client.Get(ctx, req.NamespacedName, infra); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !infra.DeletionTimestamp.IsZero() {
+		s.mu.Lock()
+		if n, ok := s.nodes[infra.Name]; ok {
+			n.PowerOff()
+			delete(s.nodes, infra.Name)
+		}
+		s.updateBackends()
+		s.mu.Unlock()
+		patch := client.MergeFrom(infra.DeepCopy())
+		controllerutil.RemoveFinalizer(infra, simFinalizer)
+		return ctrl.Result{}, client.IgnoreNotFound(s.client.Patch(ctx, infra, patch))
+	}
+	if controllerutil.AddFinalizer(infra, simFinalizer) {
+		return ctrl.Result{}, s.client.Update(ctx, infra)
+	}
+	if ptr.Deref(infra.Status.Initialization.Provisioned, false) {
+		return ctrl.Result{}, nil
+	}
+	owner := metav1.GetControllerOf(infra)
+	machine := &clusterv1.Machine{}
+	for _, ref := range infra.OwnerReferences {
+		if ref.Kind == "Machine" {
+			owner = &ref
+		}
+	}
+	if owner == nil || owner.Kind != "Machine" {
+		return ctrl.Result{}, nil
+	}
+	if err := s.client.Get(ctx, client.ObjectKey{Namespace: infra.Namespace, Name: owner.Name}, machine); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if machine.Spec.Bootstrap.DataSecretName == nil {
+		return ctrl.Result{}, nil
+	}
+	data := &corev1.Secret{}
+	if err := s.client.Get(ctx, client.ObjectKey{Namespace: infra.Namespace, Name: *machine.Spec.Bootstrap.DataSecretName}, data); err != nil {
+		return ctrl.Result{}, err
+	}
+	s.mu.Lock()
+	n, ok := s.nodes[infra.Name]
+	if !ok {
+		s.next++
+		var err error
+		n, err = sim.NewNode(sim.Options{
+			Address: fmt.Sprintf("%s%d", s.prefix, s.next), StateDir: s.t.TempDir(), BinDir: envtest.BinDir(),
+			Log: testr.NewWithOptions(s.t, testr.Options{Verbosity: 0}),
+		})
+		if err == nil {
+			err = n.Start(s.t.Context(), data.Data["value"])
+		}
+		if err != nil {
+			s.mu.Unlock()
+			return ctrl.Result{}, err
+		}
+		s.t.Cleanup(n.PowerOff)
+		s.nodes[infra.Name] = n
+		if _, isControlPlane := machine.Labels[clusterv1.MachineControlPlaneLabel]; isControlPlane {
+			s.updateBackends()
+		}
+	}
+	s.mu.Unlock()
+	infra.Spec.ProviderID = "talon-sim://" + n.Address()
+	if err := s.client.Update(ctx, infra); err != nil {
+		return ctrl.Result{}, err
+	}
+	infra.Status.Addresses = []clusterv1.MachineAddress{{Type: clusterv1.MachineInternalIP, Address: n.Address()}}
+	infra.Status.Initialization.Provisioned = ptr.To(true)
+	return ctrl.Result{}, s.client.Status().Update(ctx, infra)
+}
+
+// updateBackends points the load balancer at every running node (workers do not listen on
+// 6443 or 50001, so the balancer skips them).
+func (s *simInfra) updateBackends() {
+	addresses := make([]string, 0, len(s.nodes))
+	for _, n := range s.nodes {
+		addresses = append(addresses, n.Address())
+	}
+	s.lb.SetBackends(addresses...)
+}
+
+// startProviders runs Cluster API's core reconcilers, the bootstrap and control-plane
+// providers wired as their managers wire them, and the simulated infrastructure.
+func startProviders(t *testing.T, env *envtest.Environment, infra *simInfra) {
+	t.Helper()
+	opts := manager.NewOptions()
+	env.StartManager(t, envtest.ManagerOptions{
+		CoreReconcilers: true,
+		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
+			if err := bootstrapsetup.Reconcilers(ctx, mgr, opts); err != nil {
+				return err
+			}
+			if err := bootstrapsetup.Webhooks(mgr); err != nil {
+				return err
+			}
+			if err := controlplanesetup.Reconcilers(ctx, mgr, opts); err != nil {
+				return err
+			}
+			return infra.setup(ctx, mgr)
+		},
+	})
+}
+
+// newCluster creates a Cluster with a provisioned TalosDockerCluster at the simulated
+// infrastructure's endpoint and a TalosControlPlane of replicas.
+func newCluster(t *testing.T, env *envtest.Environment, infra *simInfra, ns, name string, replicas int32) *controlplanev1.TalosControlPlane {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	infraCluster := &infrav1.TalosDockerCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       infrav1.TalosDockerClusterSpec{ControlPlaneEndpoint: infra.endpoint()},
+	}
+	g.Expect(env.Client.Create(ctx, infraCluster)).To(Succeed())
+	infraCluster.Status.Initialization.Provisioned = ptr.To(true)
+	g.Expect(env.Client.Status().Update(ctx, infraCluster)).To(Succeed())
+	template := &infrav1.TalosDockerMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: name + "-cp", Namespace: ns}}
+	g.Expect(env.Client.Create(ctx, template)).To(Succeed())
+	tcp := &controlplanev1.TalosControlPlane{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: controlplanev1.TalosControlPlaneSpec{
+			Replicas: ptr.To(replicas),
+			Version:  simtest.KubernetesVersion,
+			MachineTemplate: controlplanev1.TalosControlPlaneMachineTemplate{
+				Spec: controlplanev1.TalosControlPlaneMachineTemplateSpec{
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: infrav1.GroupVersion.Group, Kind: "TalosDockerMachineTemplate", Name: template.Name,
+					},
+				},
+			},
+			ControlPlaneConfig: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane},
+		},
+	}
+	g.Expect(env.Client.Create(ctx, tcp)).To(Succeed())
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: clusterv1.ClusterSpec{
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "TalosDockerCluster", Name: name},
+			ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: controlplanev1.GroupVersion.Group, Kind: "TalosControlPlane", Name: name},
+			ClusterNetwork: clusterv1.ClusterNetwork{
+				Pods:     clusterv1.NetworkRanges{CIDRBlocks: []string{"10.244.0.0/16"}},
+				Services: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.96.0.0/12"}},
+			},
+		},
+	}
+	g.Expect(env.Client.Create(ctx, cluster)).To(Succeed())
+	return tcp
+}
