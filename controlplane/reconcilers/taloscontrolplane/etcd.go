@@ -89,28 +89,28 @@ func (r *Reconciler) reconcileInitialization(ctx context.Context, s *scope) (ctr
 // scaleUp adds one up-to-date Machine after the preflight checks: etcd healthy with no
 // learner, every Machine's node a voting member, no Machine being deleted.
 func (r *Reconciler) scaleUp(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if waits := s.preflight(); waits != nil {
-		s.blocked = "Scale up waits: " + waits.Error()
+	if waits := s.preflight(); waits != "" {
+		s.blocked = "Scale up waits: " + waits
 		return ctrl.Result{RequeueAfter: converging}, nil
 	}
 	return r.createMachine(ctx, s)
 }
 
-// preflight reports why a Machine cannot be added or removed now.
-func (s *scope) preflight() error {
+// preflight says why a Machine cannot be added now, or "".
+func (s *scope) preflight() string {
 	if s.etcd == nil {
-		return errors.New("no control-plane node answers with the etcd member list")
+		return "no control-plane node answers with the etcd member list"
 	}
 	if err := s.model().CanAddMember(); err != nil {
-		return err
+		return err.Error()
 	}
 	for _, m := range s.active() {
 		name := nodeName(m, s.configs)
 		if !slices.ContainsFunc(s.etcd.members, func(member talosclient.Member) bool { return member.Name == name && !member.Learner }) {
-			return fmt.Errorf("machine %s has not joined etcd as a voting member yet", m.Name)
+			return fmt.Sprintf("machine %s has not joined etcd as a voting member yet", m.Name)
 		}
 	}
-	return nil
+	return ""
 }
 
 // scaleDown removes one Machine, chosen by the model, after removing its etcd member when
