@@ -209,6 +209,7 @@ func (n *Node) tryJoin(ctx context.Context, cfg talosconfig.Provider) (transport
 	n.mu.Lock()
 	n.etcd = member
 	n.mu.Unlock()
+	n.watchRemoval(member)
 	n.opts.Log.Info("Started etcd as a learner", "member", name)
 	// A learner serves no client requests: ask a voting member to promote it.
 	if err := n.promote(ctx, c, member.id()); err != nil {
@@ -249,6 +250,7 @@ func (n *Node) startOwnEtcd(ctx context.Context, cfg talosconfig.Provider) error
 		return ctx.Err()
 	}
 	n.etcd = member
+	n.watchRemoval(member)
 	return nil
 }
 

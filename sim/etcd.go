@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/siderolabs/crypto/x509"
@@ -38,9 +39,10 @@ import (
 // etcdMember is the node's etcd member: the etcd server library, with certificates from
 // the machine config's etcd CA, as the etcd Talos runs.
 type etcdMember struct {
-	server *embed.Etcd
-	client *clientv3.Client
-	dir    string
+	server   *embed.Etcd
+	client   *clientv3.Client
+	dir      string
+	stopOnce sync.Once
 }
 
 // etcdURL is https://ip:port.
@@ -154,7 +156,9 @@ func (m *etcdMember) id() uint64 { return uint64(m.server.Server.MemberID()) }
 // stop stops the member at once, like a node losing power: a graceful stop would try to
 // hand over leadership, which blocks for good in a cluster without quorum.
 func (m *etcdMember) stop() {
-	_ = m.client.Close()
-	m.server.Server.HardStop()
-	m.server.Close()
+	m.stopOnce.Do(func() {
+		_ = m.client.Close()
+		m.server.Server.HardStop()
+		m.server.Close()
+	})
 }

@@ -19,6 +19,7 @@ package sim
 import (
 	"context"
 	"os"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -65,6 +66,7 @@ func (n *Node) bootstrapEtcd(ctx context.Context) error {
 	n.mu.Lock()
 	n.etcd = member
 	n.mu.Unlock()
+	n.watchRemoval(member)
 	n.opts.Log.Info("Bootstrapped etcd", "member", name)
 	go func() {
 		if err := n.startControlPlane(servicesCtx, cfg, tlsInfo); err != nil && servicesCtx.Err() == nil {
@@ -103,4 +105,33 @@ func (n *Node) leaveEtcd(ctx context.Context) error {
 func dirHasData(dir string) bool {
 	entries, err := os.ReadDir(dir)
 	return err == nil && len(entries) > 0
+}
+
+// watchRemoval stops the member once it is no longer in its cluster, as an etcd process
+// exits when it learns it was removed. Nothing is wiped: a node that should serve again is
+// reset or rejoins from scratch.
+func (n *Node) watchRemoval(m *etcdMember) {
+	go func() {
+		ticker := time.NewTicker(100 * time.Millisecond)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-m.server.Server.StopNotify():
+				return
+			case <-ticker.C:
+			}
+			srv := m.server.Server
+			if srv.IsMemberExist(srv.MemberID()) {
+				continue
+			}
+			n.mu.Lock()
+			if n.etcd == m {
+				m.stop()
+				n.etcd = nil
+				n.opts.Log.Info("etcd member was removed from the cluster; stopped it")
+			}
+			n.mu.Unlock()
+			return
+		}
+	}()
 }

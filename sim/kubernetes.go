@@ -156,6 +156,9 @@ func (n *Node) startAPIServer(ctx context.Context, cfg talosconfig.Provider, etc
 		"enable-bootstrap-token-auth":      "true",
 		"allow-privileged":                 "true",
 		"enable-priority-and-fairness":     "false",
+		// Polling the database size calls etcd's Status, which panics in a member that has just
+		// applied its own removal: in one process that would take every node down.
+		"etcd-db-metric-poll-interval": "0",
 		"profiling":                        "false",
 		"v":                                "0",
 	}

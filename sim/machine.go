@@ -27,6 +27,7 @@ import (
 	"strings"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
+	etcdversion "go.etcd.io/etcd/api/v3/version"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	machinetype "github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"google.golang.org/grpc"
@@ -172,24 +173,34 @@ func (s *machineService) EtcdForfeitLeadership(ctx context.Context, _ *machine.E
 	return resp, nil
 }
 
-// EtcdStatus reports this member's status as etcd sees it.
-func (s *machineService) EtcdStatus(ctx context.Context, _ *emptypb.Empty) (*machine.EtcdStatusResponse, error) {
+// EtcdStatus reports this member's status as etcd sees it. It is read from the member
+// itself rather than through etcd's Status call, which panics in a member that has just
+// applied its own removal; a removed member answers FailedPrecondition.
+func (s *machineService) EtcdStatus(context.Context, *emptypb.Empty) (*machine.EtcdStatusResponse, error) {
 	m, err := s.node.etcdMember()
 	if err != nil {
 		return nil, err
 	}
-	st, err := m.client.Status(ctx, m.client.Endpoints()[0])
-	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "failed to get etcd status: %v", err)
+	srv := m.server.Server
+	self := srv.Cluster().Member(srv.MemberID())
+	if self == nil {
+		return nil, status.Error(codes.FailedPrecondition, "this etcd member was removed from the cluster")
 	}
-	return &machine.EtcdStatusResponse{Messages: []*machine.EtcdStatus{{
-		Metadata: s.metadata(),
-		MemberStatus: &machine.EtcdMemberStatus{
-			MemberId: st.Header.MemberId, StorageVersion: st.StorageVersion, ProtocolVersion: st.Version,
-			DbSize: st.DbSize, DbSizeInUse: st.DbSizeInUse, Leader: st.Leader, RaftIndex: st.RaftIndex,
-			RaftTerm: st.RaftTerm, RaftAppliedIndex: st.RaftAppliedIndex, Errors: st.Errors, IsLearner: st.IsLearner,
-		},
-	}}}, nil
+	st := &machine.EtcdMemberStatus{
+		MemberId: uint64(srv.MemberID()), ProtocolVersion: etcdversion.Version,
+		DbSize: srv.Backend().Size(), DbSizeInUse: srv.Backend().SizeInUse(), Leader: uint64(srv.Leader()),
+		RaftIndex: srv.CommittedIndex(), RaftTerm: srv.Term(), RaftAppliedIndex: srv.AppliedIndex(), IsLearner: self.IsLearner,
+	}
+	if v := srv.StorageVersion(); v != nil {
+		st.StorageVersion = v.String()
+	}
+	if st.Leader == 0 {
+		st.Errors = append(st.Errors, "etcdserver: no leader")
+	}
+	for _, alarm := range srv.Alarms() {
+		st.Errors = append(st.Errors, alarm.String())
+	}
+	return &machine.EtcdStatusResponse{Messages: []*machine.EtcdStatus{{Metadata: s.metadata(), MemberStatus: st}}}, nil
 }
 
 // EtcdSnapshot streams a real etcd snapshot of this member.

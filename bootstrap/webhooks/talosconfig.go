@@ -45,7 +45,7 @@ func (w *TalosConfig) SetupWebhookWithManager(mgr ctrl.Manager) error {
 
 // ValidateCreate refuses a spec no node could get a valid config from.
 func (w *TalosConfig) ValidateCreate(_ context.Context, c *bootstrapv1.TalosConfig) (admission.Warnings, error) {
-	return nil, invalid("TalosConfig", c.Name, validateSpec(c.Spec, field.NewPath("spec")))
+	return nil, invalid("TalosConfig", c.Name, ValidateSpec(c.Spec, field.NewPath("spec")))
 }
 
 // ValidateUpdate also keeps the spec as it is once the data Secret exists.
@@ -59,7 +59,7 @@ func (w *TalosConfig) ValidateUpdate(_ context.Context, oldC, newC *bootstrapv1.
 			"the machine config is already written to the bootstrap data Secret and is not rewritten; "+
 				"change the TalosConfigTemplate or the control plane's controlPlaneConfig to roll out new Machines instead")})
 	}
-	return nil, invalid("TalosConfig", newC.Name, validateSpec(newC.Spec, field.NewPath("spec")))
+	return nil, invalid("TalosConfig", newC.Name, ValidateSpec(newC.Spec, field.NewPath("spec")))
 }
 
 // ValidateDelete allows every deletion.
@@ -67,8 +67,9 @@ func (w *TalosConfig) ValidateDelete(context.Context, *bootstrapv1.TalosConfig) 
 	return nil, nil
 }
 
-// validateSpec reports the fields of spec that keep it from rendering.
-func validateSpec(spec bootstrapv1.TalosConfigSpec, path *field.Path) field.ErrorList {
+// ValidateSpec reports the fields of a TalosConfig spec at path that keep it from
+// rendering. The control plane's webhook applies it to controlPlaneConfig.
+func ValidateSpec(spec bootstrapv1.TalosConfigSpec, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if _, err := configgen.ParseContract(spec.TalosVersion); err != nil {
 		errs = append(errs, field.Invalid(path.Child("talosVersion"), spec.TalosVersion, err.Error()))

@@ -67,5 +67,5 @@ func (w *TalosConfigTemplate) validate(ctx context.Context, t *bootstrapv1.Talos
 	if topology.IsDryRunRequest(req, t) {
 		return nil, nil
 	}
-	return nil, invalid("TalosConfigTemplate", t.Name, validateSpec(t.Spec.Template.Spec, field.NewPath("spec", "template", "spec")))
+	return nil, invalid("TalosConfigTemplate", t.Name, ValidateSpec(t.Spec.Template.Spec, field.NewPath("spec", "template", "spec")))
 }

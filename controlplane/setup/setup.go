@@ -18,6 +18,7 @@ package setup
 
 import (
 	"context"
+	"errors"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,6 +27,7 @@ import (
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	"github.com/talon-capi/talon/controlplane/pkg/talosclient"
 	"github.com/talon-capi/talon/controlplane/reconcilers/taloscontrolplane"
+	"github.com/talon-capi/talon/controlplane/webhooks"
 	"github.com/talon-capi/talon/internal/manager"
 )
 
@@ -35,6 +37,7 @@ func Provider() manager.Provider {
 		Name:             "talon-control-plane-manager",
 		AddToScheme:      []func(*runtime.Scheme) error{controlplanev1.AddToScheme},
 		SetupReconcilers: Reconcilers,
+		SetupWebhooks:    Webhooks,
 	}
 }
 
@@ -43,4 +46,12 @@ func Reconcilers(ctx context.Context, mgr ctrl.Manager, opts *manager.Options) e
 	return (&taloscontrolplane.Reconciler{
 		Client: mgr.GetClient(), TalosClients: talosclient.NewFactory(), WatchFilterValue: opts.WatchFilter,
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.Concurrency})
+}
+
+// Webhooks registers the validating webhooks of TalosControlPlane and TalosControlPlaneTemplate.
+func Webhooks(mgr ctrl.Manager) error {
+	return errors.Join(
+		(&webhooks.TalosControlPlane{}).SetupWebhookWithManager(mgr),
+		(&webhooks.TalosControlPlaneTemplate{}).SetupWebhookWithManager(mgr),
+	)
 }

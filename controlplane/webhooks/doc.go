@@ -16,7 +16,6 @@ limitations under the License.
 
 // Package webhooks holds the TalosControlPlane and TalosControlPlaneTemplate webhooks: odd
 // replica counts, no Kubernetes downgrades or skipped minors, immutable fields, and dry-run
-// requests from ClusterClass let through.
-//
-// Empty until the control-plane provider's issue lands.
+// requests from ClusterClass let through; controlPlaneConfig is checked as the bootstrap
+// provider checks every TalosConfig.
 package webhooks

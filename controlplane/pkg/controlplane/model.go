@@ -52,6 +52,8 @@ type Machine struct {
 	DeleteRequested bool
 	// UpToDate is false when the Machine must be replaced (version, config, template, rollout.after).
 	UpToDate bool
+	// EtcdUnhealthy is true when the Machine's etcd member does not answer or reports errors.
+	EtcdUnhealthy bool
 }
 
 // ControlPlane is the control plane the decisions are made on.
@@ -156,8 +158,10 @@ func (cp ControlPlane) NextFailureDomain() string {
 
 // Victim is the Machine to remove next when scaling down or rolling out, chosen like
 // Cluster API's KubeadmControlPlane: a Machine marked for deletion, then an outdated one,
-// then one in the failure domain with the most Machines, then the oldest. A Machine already
-// being deleted is never chosen; ok is false when there is nothing to choose.
+// then one whose etcd member is unhealthy (removing it costs no quorum, so one bad member
+// never blocks the change that replaces it), then one in the failure domain with the most
+// Machines, then the oldest. A Machine already being deleted is never chosen; ok is false
+// when there is nothing to choose.
 func (cp ControlPlane) Victim() (Machine, bool) {
 	candidates := slices.DeleteFunc(slices.Clone(cp.Machines), func(m Machine) bool { return m.Deleting })
 	if len(candidates) == 0 {
@@ -171,6 +175,7 @@ func (cp ControlPlane) Victim() (Machine, bool) {
 		return cmp.Or(
 			-compareBool(a.DeleteRequested, b.DeleteRequested),
 			compareBool(a.UpToDate, b.UpToDate),
+			-compareBool(a.EtcdUnhealthy, b.EtcdUnhealthy),
 			-cmp.Compare(perDomain[a.FailureDomain], perDomain[b.FailureDomain]),
 			a.Created.Compare(b.Created),
 			cmp.Compare(a.Name, b.Name),

@@ -110,6 +110,9 @@ func TestVictim(t *testing.T) {
 		{"then outdated", []Machine{
 			{Name: "oldest", Created: t0, UpToDate: true}, {Name: "outdated", Created: t0.Add(time.Hour)},
 		}, "outdated"},
+		{"then one with an unhealthy etcd member", []Machine{
+			{Name: "oldest", Created: t0, UpToDate: true}, {Name: "sick", Created: t0.Add(time.Hour), UpToDate: true, EtcdUnhealthy: true},
+		}, "sick"},
 		{"then the failure domain with the most machines", []Machine{
 			{Name: "a1", FailureDomain: "a", Created: t0, UpToDate: true},
 			{Name: "b1", FailureDomain: "b", Created: t0.Add(time.Hour), UpToDate: true},

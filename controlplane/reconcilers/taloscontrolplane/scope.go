@@ -210,10 +210,13 @@ func (s *scope) model() controlplane.ControlPlane {
 	}
 	for _, m := range s.machines {
 		_, deleteRequested := m.Annotations[clusterv1.DeleteMachineAnnotation]
+		name := nodeName(m, s.configs)
+		unhealthy := s.etcd != nil && !s.etcd.healthy[name] &&
+			slices.ContainsFunc(s.etcd.members, func(member talosclient.Member) bool { return member.Name == name })
 		cp.Machines = append(cp.Machines, controlplane.Machine{
-			Name: m.Name, NodeName: nodeName(m, s.configs), Created: m.CreationTimestamp.Time,
+			Name: m.Name, NodeName: name, Created: m.CreationTimestamp.Time,
 			FailureDomain: m.Spec.FailureDomain, Deleting: !m.DeletionTimestamp.IsZero(),
-			DeleteRequested: deleteRequested, UpToDate: s.upToDate(m) == "",
+			DeleteRequested: deleteRequested, UpToDate: s.upToDate(m) == "", EtcdUnhealthy: unhealthy,
 		})
 	}
 	if s.etcd != nil {

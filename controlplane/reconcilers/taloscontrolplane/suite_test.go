@@ -169,6 +169,15 @@ func (s *simInfra) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	return ctrl.Result{}, s.client.Status().Update(ctx, infra)
 }
 
+// powerOff cuts the power of the node of the infrastructure machine name.
+func (s *simInfra) powerOff(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n, ok := s.nodes[name]; ok {
+		n.PowerOff()
+	}
+}
+
 // updateBackends points the load balancer at every running node (workers do not listen on
 // 6443 or 50001, so the balancer skips them).
 func (s *simInfra) updateBackends() {
@@ -196,6 +205,9 @@ func startProviders(t *testing.T, env *envtest.Environment, infra *simInfra) {
 			if err := controlplanesetup.Reconcilers(ctx, mgr, opts); err != nil {
 				return err
 			}
+			if err := controlplanesetup.Webhooks(mgr); err != nil {
+				return err
+			}
 			return infra.setup(ctx, mgr)
 		},
 	})
@@ -203,7 +215,8 @@ func startProviders(t *testing.T, env *envtest.Environment, infra *simInfra) {
 
 // newCluster creates a Cluster with a provisioned TalosDockerCluster at the simulated
 // infrastructure's endpoint and a TalosControlPlane of replicas.
-func newCluster(t *testing.T, env *envtest.Environment, infra *simInfra, ns, name string, replicas int32) *controlplanev1.TalosControlPlane {
+func newCluster(t *testing.T, env *envtest.Environment, infra *simInfra, ns, name string, replicas int32,
+	mutate ...func(*controlplanev1.TalosControlPlane)) *controlplanev1.TalosControlPlane {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -230,6 +243,9 @@ func newCluster(t *testing.T, env *envtest.Environment, infra *simInfra, ns, nam
 			},
 			ControlPlaneConfig: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane},
 		},
+	}
+	for _, m := range mutate {
+		m(tcp)
 	}
 	g.Expect(env.Client.Create(ctx, tcp)).To(Succeed())
 	cluster := &clusterv1.Cluster{

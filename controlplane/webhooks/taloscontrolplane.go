@@ -1,0 +1,164 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"sigs.k8s.io/cluster-api/util/topology"
+
+	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
+	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
+	bootstrapwebhooks "github.com/talon-capi/talon/bootstrap/webhooks"
+)
+
+// +kubebuilder:webhook:verbs=create;update,path=/validate-controlplane-cluster-x-k8s-io-v1beta1-taloscontrolplane,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,groups=controlplane.cluster.x-k8s.io,resources=taloscontrolplanes,versions=v1beta1,name=validation.taloscontrolplane.controlplane.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
+// +kubebuilder:webhook:verbs=create;update,path=/validate-controlplane-cluster-x-k8s-io-v1beta1-taloscontrolplanetemplate,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,groups=controlplane.cluster.x-k8s.io,resources=taloscontrolplanetemplates,versions=v1beta1,name=validation.taloscontrolplanetemplate.controlplane.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
+
+// TalosControlPlane validates TalosControlPlanes.
+type TalosControlPlane struct{}
+
+var _ admission.Validator[*controlplanev1.TalosControlPlane] = &TalosControlPlane{}
+
+// SetupWebhookWithManager registers the webhook with mgr.
+func (w *TalosControlPlane) SetupWebhookWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewWebhookManagedBy(mgr, &controlplanev1.TalosControlPlane{}).WithValidator(w).Complete()
+}
+
+// ValidateCreate refuses a control plane that could not keep etcd quorum or render its configs.
+func (w *TalosControlPlane) ValidateCreate(_ context.Context, tcp *controlplanev1.TalosControlPlane) (admission.Warnings, error) {
+	return nil, invalid("TalosControlPlane", tcp.Name, validate(tcp))
+}
+
+// ValidateUpdate also refuses Kubernetes downgrades, skipped minor versions and changes of
+// the infrastructure kind.
+func (w *TalosControlPlane) ValidateUpdate(_ context.Context, oldTCP, newTCP *controlplanev1.TalosControlPlane) (admission.Warnings, error) {
+	if equality.Semantic.DeepEqual(oldTCP.Spec, newTCP.Spec) {
+		return nil, nil
+	}
+	errs := validate(newTCP)
+	spec := field.NewPath("spec")
+	if oldV, err := version.ParseSemantic(oldTCP.Spec.Version); err == nil {
+		if newV, err := version.ParseSemantic(newTCP.Spec.Version); err == nil {
+			switch {
+			case newV.LessThan(oldV):
+				errs = append(errs, field.Forbidden(spec.Child("version"), fmt.Sprintf(
+					"cannot downgrade Kubernetes from %s to %s: the control plane only moves forward", oldTCP.Spec.Version, newTCP.Spec.Version)))
+			case newV.Major() == oldV.Major() && newV.Minor() > oldV.Minor()+1:
+				errs = append(errs, field.Forbidden(spec.Child("version"), fmt.Sprintf(
+					"cannot skip a minor version from %s to %s: upgrade to v%d.%d first", oldTCP.Spec.Version, newTCP.Spec.Version, oldV.Major(), oldV.Minor()+1)))
+			}
+		}
+	}
+	oldRef, newRef := oldTCP.Spec.MachineTemplate.Spec.InfrastructureRef, newTCP.Spec.MachineTemplate.Spec.InfrastructureRef
+	if oldRef.APIGroup != newRef.APIGroup || oldRef.Kind != newRef.Kind {
+		errs = append(errs, field.Forbidden(spec.Child("machineTemplate", "spec", "infrastructureRef"),
+			"the infrastructure provider of a control plane cannot change; only the template name may, which rolls out new Machines"))
+	}
+	return nil, invalid("TalosControlPlane", newTCP.Name, errs)
+}
+
+// ValidateDelete allows every deletion.
+func (w *TalosControlPlane) ValidateDelete(context.Context, *controlplanev1.TalosControlPlane) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func validate(tcp *controlplanev1.TalosControlPlane) field.ErrorList {
+	spec := field.NewPath("spec")
+	var errs field.ErrorList
+	replicas := ptr.Deref(tcp.Spec.Replicas, 1)
+	if replicas%2 == 0 {
+		errs = append(errs, field.Invalid(spec.Child("replicas"), replicas,
+			"an even number of control-plane replicas tolerates no more failures than one fewer and makes etcd quorum harder; use an odd number"))
+	}
+	if _, err := version.ParseSemantic(tcp.Spec.Version); err != nil || !strings.HasPrefix(tcp.Spec.Version, "v") {
+		errs = append(errs, field.Invalid(spec.Child("version"), tcp.Spec.Version, "must be a Kubernetes version like v1.36.3"))
+	}
+	if ptr.Deref(tcp.Spec.Rollout.Strategy.RollingUpdate.MaxSurge, 1) == 0 && replicas < 3 {
+		errs = append(errs, field.Forbidden(spec.Child("rollout", "strategy", "rollingUpdate", "maxSurge"),
+			fmt.Sprintf("maxSurge 0 removes a Machine before its replacement exists; with %d replicas that would leave etcd without quorum, so it needs at least 3", replicas)))
+	}
+	return append(errs, validateConfig(tcp.Spec.ControlPlaneConfig, spec.Child("controlPlaneConfig"))...)
+}
+
+// validateConfig checks controlPlaneConfig as the TalosConfigs made from it will be checked.
+func validateConfig(config bootstrapv1.TalosConfigSpec, path *field.Path) field.ErrorList {
+	switch config.GenerateType {
+	case "":
+		config.GenerateType = bootstrapv1.GenerateTypeControlPlane
+	case bootstrapv1.GenerateTypeControlPlane:
+	default:
+		return field.ErrorList{field.NotSupported(path.Child("generateType"), config.GenerateType, []string{string(bootstrapv1.GenerateTypeControlPlane)})}
+	}
+	return bootstrapwebhooks.ValidateSpec(config, path)
+}
+
+// TalosControlPlaneTemplate validates TalosControlPlaneTemplates.
+type TalosControlPlaneTemplate struct{}
+
+var _ admission.Validator[*controlplanev1.TalosControlPlaneTemplate] = &TalosControlPlaneTemplate{}
+
+// SetupWebhookWithManager registers the webhook with mgr.
+func (w *TalosControlPlaneTemplate) SetupWebhookWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewWebhookManagedBy(mgr, &controlplanev1.TalosControlPlaneTemplate{}).WithValidator(w).Complete()
+}
+
+// ValidateCreate refuses a template whose control planes could not render their configs.
+func (w *TalosControlPlaneTemplate) ValidateCreate(ctx context.Context, t *controlplanev1.TalosControlPlaneTemplate) (admission.Warnings, error) {
+	return w.validate(ctx, t)
+}
+
+// ValidateUpdate refuses a template whose control planes could not render their configs.
+func (w *TalosControlPlaneTemplate) ValidateUpdate(ctx context.Context, _, t *controlplanev1.TalosControlPlaneTemplate) (admission.Warnings, error) {
+	return w.validate(ctx, t)
+}
+
+// ValidateDelete allows every deletion.
+func (w *TalosControlPlaneTemplate) ValidateDelete(context.Context, *controlplanev1.TalosControlPlaneTemplate) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func (w *TalosControlPlaneTemplate) validate(ctx context.Context, t *controlplanev1.TalosControlPlaneTemplate) (admission.Warnings, error) {
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("expected an admission request in the context: %v", err))
+	}
+	// The topology controller dry-runs partial templates while it computes a Cluster's
+	// desired state; the real object is validated when it is written.
+	if topology.IsDryRunRequest(req, t) {
+		return nil, nil
+	}
+	return nil, invalid("TalosControlPlaneTemplate", t.Name,
+		validateConfig(t.Spec.Template.Spec.ControlPlaneConfig, field.NewPath("spec", "template", "spec", "controlPlaneConfig")))
+}
+
+func invalid(kind, name string, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(controlplanev1.GroupVersion.WithKind(kind).GroupKind(), name, errs)
+}
