@@ -159,8 +159,8 @@ func (n *Node) startAPIServer(ctx context.Context, cfg talosconfig.Provider, etc
 		// Polling the database size calls etcd's Status, which panics in a member that has just
 		// applied its own removal: in one process that would take every node down.
 		"etcd-db-metric-poll-interval": "0",
-		"profiling":                        "false",
-		"v":                                "0",
+		"profiling":                    "false",
+		"v":                            "0",
 	}
 	if _, ok := files["aggregator-ca.crt"]; ok {
 		flags["requestheader-client-ca-file"] = filepath.Join(dir, "aggregator-ca.crt")

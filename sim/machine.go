@@ -27,9 +27,9 @@ import (
 	"strings"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
-	etcdversion "go.etcd.io/etcd/api/v3/version"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	machinetype "github.com/siderolabs/talos/pkg/machinery/config/machine"
+	etcdversion "go.etcd.io/etcd/api/v3/version"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -58,7 +59,13 @@ type Manager struct {
 	ctrl.Manager
 	// ClusterCache is Cluster API's ClusterCache when CoreReconcilers is set.
 	ClusterCache clustercache.ClusterCache
+
+	stop func()
 }
+
+// Stop stops the manager, as a killed manager process stops, and waits for it; the test's
+// end stops it otherwise. Stopping a stopped manager does nothing.
+func (m *Manager) Stop() { m.stop() }
 
 // StartManager starts a manager against the plane, serving webhooks where the API server
 // calls them, and stops it when the test ends. Run one at a time per test process: all
@@ -101,7 +108,7 @@ func (e *Environment) StartManager(tb testing.TB, opts ManagerOptions) *Manager 
 
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	tb.Cleanup(func() {
+	m.stop = sync.OnceFunc(func() {
 		cancel()
 		select {
 		case err := <-done:
@@ -112,6 +119,7 @@ func (e *Environment) StartManager(tb testing.TB, opts ManagerOptions) *Manager 
 			tb.Errorf("Manager did not stop within 30s")
 		}
 	})
+	tb.Cleanup(m.stop)
 	syncCtx, syncCancel := context.WithTimeout(ctx, 30*time.Second)
 	defer syncCancel()
 	if !mgr.GetCache().WaitForCacheSync(syncCtx) {

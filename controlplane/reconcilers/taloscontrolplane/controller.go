@@ -150,6 +150,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 
 // reconcileNormal creates, initializes, scales and rolls out.
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
+	orphansDue, err := r.deleteOrphans(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	result, err := r.reconcileMachines(ctx, s)
+	if orphansDue > 0 && (result.RequeueAfter == 0 || orphansDue < result.RequeueAfter) {
+		result.RequeueAfter = orphansDue
+	}
+	return result, err
+}
+
+// reconcileMachines creates, initializes, scales and rolls out.
+func (r *Reconciler) reconcileMachines(ctx context.Context, s *scope) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	if !ptr.Deref(s.cluster.Status.Initialization.InfrastructureProvisioned, false) {
 		s.waiting = fmt.Sprintf("Waiting for the infrastructure of Cluster %s to be provisioned", s.cluster.Name)

@@ -101,7 +101,7 @@ func TestRollout(t *testing.T) {
 	names := func() []string {
 		machines, err := controlPlaneMachines(ctx, env, tcp)
 		g.Expect(err).NotTo(HaveOccurred())
-		var out []string
+		out := make([]string, 0, len(machines))
 		for _, m := range machines {
 			out = append(out, m.Name)
 		}

@@ -24,11 +24,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apiserver/pkg/storage/names"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -237,4 +239,48 @@ func requeueForRolloutAfter(tcp *controlplanev1.TalosControlPlane) time.Duration
 		return time.Until(after.Time)
 	}
 	return 0
+}
+
+// orphanGrace is how old a TalosConfig or infrastructure machine without its Machine must be
+// before it counts as left behind (by a manager stopped between the creates): younger ones
+// may belong to a Machine the cache has not shown yet.
+const orphanGrace = 30 * time.Second
+
+// deleteOrphans deletes the TalosConfigs and infrastructure machines the control plane
+// created for Machines that were never created. It returns when to look again for orphans
+// too young to delete, or zero.
+func (r *Reconciler) deleteOrphans(ctx context.Context, s *scope) (time.Duration, error) {
+	objects := make([]client.Object, 0, len(s.configs))
+	for _, c := range s.configs {
+		objects = append(objects, c)
+	}
+	template := s.tcp.Spec.MachineTemplate.Spec.InfrastructureRef
+	if tmpl, err := external.GetObjectFromContractVersionedRef(ctx, r.Client, template, s.tcp.Namespace); err == nil {
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion(tmpl.GetAPIVersion())
+		list.SetKind(strings.TrimSuffix(tmpl.GetKind(), "Template") + "List")
+		if err := r.Client.List(ctx, list, client.InNamespace(s.tcp.Namespace), client.MatchingLabels(selectorLabels(s.cluster, s.tcp))); err != nil {
+			return 0, fmt.Errorf("failed to list infrastructure machines: %w", err)
+		}
+		for i := range list.Items {
+			objects = append(objects, &list.Items[i])
+		}
+	}
+	var next time.Duration
+	var errs []error
+	for _, o := range objects {
+		if !metav1.IsControlledBy(o, s.tcp) || s.machineByName(o.GetName()) != nil {
+			continue
+		}
+		if age := time.Since(o.GetCreationTimestamp().Time); age < orphanGrace {
+			next = max(next, orphanGrace-age)
+			continue
+		}
+		if err := r.Client.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+			continue
+		}
+		ctrl.LoggerFrom(ctx).Info("Deleted an object left behind without its Machine", "kind", o.GetObjectKind().GroupVersionKind().Kind, "name", o.GetName())
+	}
+	return next, errors.Join(errs...)
 }

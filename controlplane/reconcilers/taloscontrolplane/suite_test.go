@@ -192,25 +192,29 @@ func (s *simInfra) updateBackends() {
 // providers wired as their managers wire them, and the simulated infrastructure.
 func startProviders(t *testing.T, env *envtest.Environment, infra *simInfra) {
 	t.Helper()
-	opts := manager.NewOptions()
 	env.StartManager(t, envtest.ManagerOptions{
 		CoreReconcilers: true,
 		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
-			if err := bootstrapsetup.Reconcilers(ctx, mgr, opts); err != nil {
+			if err := startOthers(ctx, mgr); err != nil {
 				return err
 			}
-			if err := bootstrapsetup.Webhooks(mgr); err != nil {
-				return err
-			}
-			if err := controlplanesetup.Reconcilers(ctx, mgr, opts); err != nil {
-				return err
-			}
-			if err := controlplanesetup.Webhooks(mgr); err != nil {
+			if err := controlplanesetup.Reconcilers(ctx, mgr, manager.NewOptions()); err != nil {
 				return err
 			}
 			return infra.setup(ctx, mgr)
 		},
 	})
+}
+
+// startOthers registers the bootstrap provider and the webhooks of both providers.
+func startOthers(ctx context.Context, mgr ctrl.Manager) error {
+	if err := bootstrapsetup.Reconcilers(ctx, mgr, manager.NewOptions()); err != nil {
+		return err
+	}
+	if err := bootstrapsetup.Webhooks(mgr); err != nil {
+		return err
+	}
+	return controlplanesetup.Webhooks(mgr)
 }
 
 // newCluster creates a Cluster with a provisioned TalosDockerCluster at the simulated
