@@ -81,6 +81,10 @@ func Start() (*Environment, error) {
 	if err != nil {
 		return nil, err
 	}
+	webhooks, err := webhookConfigurations()
+	if err != nil {
+		return nil, err
+	}
 	scheme := NewScheme()
 	env := &envtest.Environment{
 		Scheme:                scheme,
@@ -89,7 +93,7 @@ func Start() (*Environment, error) {
 		CRDDirectoryPaths:     []string{capiCRDs},
 		CRDs:                  talonCRDs,
 		CRDInstallOptions:     envtest.CRDInstallOptions{Scheme: scheme},
-		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: webhookManifests()},
+		WebhookInstallOptions: envtest.WebhookInstallOptions{ValidatingWebhooks: webhooks},
 	}
 	cfg, err := env.Start()
 	if err != nil {

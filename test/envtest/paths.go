@@ -29,6 +29,7 @@ import (
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
 )
 
@@ -130,14 +131,35 @@ func TalonCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return crds, nil
 }
 
-// webhookManifests returns the webhook configurations controller-gen wrote for the providers.
-func webhookManifests() []string {
-	var paths []string
+// webhookConfigurations returns the webhook configurations controller-gen wrote for the
+// providers. controller-gen gives every provider's the same name (the release manifests
+// prefix it), so each is renamed after its provider: installed under one name, the last
+// would replace the others.
+func webhookConfigurations() ([]*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	var configs []*admissionregistrationv1.ValidatingWebhookConfiguration
 	for _, p := range Providers {
 		path := filepath.Join(RepoRoot(), "config", p, "webhook", "manifests.yaml")
-		if _, err := os.Stat(path); err == nil {
-			paths = append(paths, path)
+		data, err := os.ReadFile(path) //nolint:gosec // the repository's own manifests
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		decoder := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			config := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+			if err := decoder.Decode(config); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				return nil, fmt.Errorf("failed to decode %s: %w", path, err)
+			}
+			if config.Kind != "ValidatingWebhookConfiguration" {
+				continue
+			}
+			config.Name = p + "-" + config.Name
+			configs = append(configs, config)
 		}
 	}
-	return paths
+	return configs, nil
 }
