@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -154,6 +155,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if result, err := r.releaseMachines(ctx, s); err != nil || !result.IsZero() {
+		return result, err
+	}
 	result, err := r.reconcileMachines(ctx, s)
 	if orphansDue > 0 && (result.RequeueAfter == 0 || orphansDue < result.RequeueAfter) {
 		result.RequeueAfter = orphansDue
@@ -224,21 +228,15 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 		controllerutil.RemoveFinalizer(s.tcp, finalizer)
 		return ctrl.Result{}, nil
 	}
+	if result, err := r.releaseMachines(ctx, s); err != nil || !result.IsZero() {
+		return result, err
+	}
 	if len(s.deleting()) > 0 {
 		return ctrl.Result{RequeueAfter: converging}, nil
 	}
 	active := s.active()
-	newest := active[0]
-	for _, m := range active[1:] {
-		if m.CreationTimestamp.After(newest.CreationTimestamp.Time) {
-			newest = m
-		}
-	}
-	if len(active) > 1 {
-		// Leave etcd as a healthy cluster of the remaining members.
-		if result := r.removeMember(ctx, s, newest); !result.IsZero() {
-			return result, nil
-		}
-	}
-	return ctrl.Result{RequeueAfter: converging}, r.deleteMachine(ctx, s, newest)
+	newest := slices.MaxFunc(active, func(a, b *clusterv1.Machine) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	// Each Machine's member leaves etcd once its Node is drained (releaseMachines), so etcd
+	// stays a healthy cluster of the remaining members until the last.
+	return ctrl.Result{RequeueAfter: converging}, r.deleteMachine(ctx, newest)
 }

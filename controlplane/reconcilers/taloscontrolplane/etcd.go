@@ -23,8 +23,6 @@ import (
 	"slices"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
@@ -113,24 +111,24 @@ func (s *scope) preflight() string {
 	return ""
 }
 
-// scaleDown removes one Machine, chosen by the model, after removing its etcd member when
-// that keeps quorum.
+// scaleDown removes one Machine, chosen by the model, when removing its etcd member keeps
+// quorum: leadership is moved away, the Machine deleted, and its member removed once its
+// Node is drained (releaseMachines).
 func (r *Reconciler) scaleDown(ctx context.Context, s *scope) (ctrl.Result, error) {
 	victim, ok := s.model().Victim()
 	if !ok {
 		return ctrl.Result{RequeueAfter: converging}, nil
 	}
 	m := s.machineByName(victim.Name)
-	if result := r.removeMember(ctx, s, m); !result.IsZero() {
+	if result := r.checkRemoval(ctx, s, m); !result.IsZero() {
 		return result, nil
 	}
-	return ctrl.Result{RequeueAfter: converging}, r.deleteMachine(ctx, s, m)
+	return ctrl.Result{RequeueAfter: converging}, r.deleteMachine(ctx, m)
 }
 
-// removeMember takes the etcd member of m's node out of the cluster, through a healthy
-// peer, after moving leadership away from it. It refuses (with the reason in the
-// conditions) when the members left would not be a quorum.
-func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Machine) ctrl.Result {
+// checkRemoval refuses (with the reason in the conditions) to remove m when the etcd members
+// left would not be a quorum, and moves etcd leadership away from m's member.
+func (r *Reconciler) checkRemoval(ctx context.Context, s *scope, m *clusterv1.Machine) ctrl.Result {
 	if s.etcd == nil {
 		s.blocked = fmt.Sprintf("Removing Machine %s waits: no control-plane node answers with the etcd member list", m.Name)
 		return ctrl.Result{RequeueAfter: converging}
@@ -140,19 +138,33 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 	if i < 0 {
 		return ctrl.Result{}
 	}
-	member := s.etcd.members[i]
-	if err := s.model().CanRemoveMember(member.ID); err != nil {
+	if err := s.model().CanRemoveMember(s.etcd.members[i].ID); err != nil {
 		s.blocked = fmt.Sprintf("Removing Machine %s is refused: %v", m.Name, err)
 		return ctrl.Result{RequeueAfter: 5 * converging}
 	}
 	if s.etcd.leader == name {
 		if c, err := r.TalosClients.New(ctx, s.bundle, machineAddress(m)); err == nil {
 			if err := c.EtcdForfeitLeadership(ctx); err != nil {
-				ctrl.LoggerFrom(ctx).Info("Could not move etcd leadership away; removing the member anyway", "reason", err.Error())
+				ctrl.LoggerFrom(ctx).Info("Could not move etcd leadership away; going on", "reason", err.Error())
 			}
 			_ = c.Close()
 		}
 	}
+	return ctrl.Result{}
+}
+
+// removeMember takes the etcd member of m's node out of the cluster, through a healthy
+// peer, after the same checks as checkRemoval.
+func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Machine) ctrl.Result {
+	if result := r.checkRemoval(ctx, s, m); !result.IsZero() {
+		return result
+	}
+	name := nodeName(m, s.configs)
+	i := slices.IndexFunc(s.etcd.members, func(member talosclient.Member) bool { return member.Name == name })
+	if i < 0 {
+		return ctrl.Result{}
+	}
+	member := s.etcd.members[i]
 	if err := r.throughPeer(ctx, s, name, func(c talosclient.Client) error { return c.EtcdRemoveMember(ctx, member.ID) }); err != nil {
 		s.blocked = fmt.Sprintf("Removing the etcd member of Machine %s failed, retrying: %v", m.Name, err)
 		return ctrl.Result{RequeueAfter: converging}
@@ -219,15 +231,4 @@ func (r *Reconciler) workloadClient(ctx context.Context, s *scope) (*kubernetes.
 	}
 	config.Timeout = 5 * time.Second
 	return kubernetes.NewForConfig(config)
-}
-
-// deleteWorkloadNode deletes a Node of the workload cluster, best effort.
-func (r *Reconciler) deleteWorkloadNode(ctx context.Context, s *scope, name string) {
-	kube, err := r.workloadClient(ctx, s)
-	if err == nil {
-		err = kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
-	}
-	if err != nil && !apierrors.IsNotFound(err) {
-		ctrl.LoggerFrom(ctx).V(2).Info("Could not delete the workload Node", "Node", name, "reason", err.Error())
-	}
 }

@@ -112,8 +112,9 @@ func TestRollout(t *testing.T) {
 		start := time.Now()
 		original := names()
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
+		before := tcp.DeepCopy()
 		change(tcp)
-		g.Expect(env.Client.Update(ctx, tcp)).To(Succeed())
+		g.Expect(env.Client.Patch(ctx, tcp, client.MergeFrom(before))).To(Succeed())
 		sawMixed := false
 		g.Eventually(func(g Gomega) {
 			g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())

@@ -38,6 +38,7 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/external"
+	"sigs.k8s.io/cluster-api/util/conditions"
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
@@ -49,6 +50,9 @@ const (
 	ConfigHashAnnotation = "controlplane.cluster.x-k8s.io/talos-config-hash"
 	// InfrastructureTemplateAnnotation is the infrastructure template a Machine was cloned from.
 	InfrastructureTemplateAnnotation = "controlplane.cluster.x-k8s.io/infrastructure-template"
+	// EtcdMemberHook is the pre-terminate hook that holds a deleted control-plane Machine,
+	// after its Node is drained, until its etcd member has been removed.
+	EtcdMemberHook = clusterv1.PreTerminateDeleteHookAnnotationPrefix + "/talon-etcd-member"
 )
 
 // configHash identifies a controlPlaneConfig.
@@ -115,6 +119,7 @@ func (r *Reconciler) createMachine(ctx context.Context, s *scope) (ctrl.Result, 
 		annotations = map[string]string{}
 	}
 	annotations[ConfigHashAnnotation] = configHash(tcp.Spec.ControlPlaneConfig)
+	annotations[EtcdMemberHook] = ""
 	annotations[InfrastructureTemplateAnnotation] = tcp.Spec.MachineTemplate.Spec.InfrastructureRef.Name
 
 	template, err := external.GetObjectFromContractVersionedRef(ctx, r.Client, tcp.Spec.MachineTemplate.Spec.InfrastructureRef, tcp.Namespace)
@@ -182,17 +187,55 @@ func (r *Reconciler) createMachine(ctx context.Context, s *scope) (ctrl.Result, 
 	return ctrl.Result{RequeueAfter: converging}, nil
 }
 
-// deleteMachine deletes a control-plane Machine (its member already removed from etcd).
-func (r *Reconciler) deleteMachine(ctx context.Context, s *scope, m *clusterv1.Machine) error {
+// deleteMachine deletes a control-plane Machine. Cluster API drains its Node, then waits
+// for the EtcdMemberHook, which releaseMachines removes once the member is out of etcd.
+func (r *Reconciler) deleteMachine(ctx context.Context, m *clusterv1.Machine) error {
 	if err := r.Client.Delete(ctx, m); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("failed to delete Machine %s: %w", m.Name, err)
 	}
-	ctrl.LoggerFrom(ctx).Info("Deleted a control-plane Machine", "Machine", klog.KObj(m))
-	if !m.Status.NodeRef.IsDefined() {
-		// Cluster API deletes the Node of a Machine it knows the Node of; otherwise do it here.
-		r.deleteWorkloadNode(ctx, s, nodeName(m, s.configs))
-	}
+	ctrl.LoggerFrom(ctx).Info("Deleting a control-plane Machine", "Machine", klog.KObj(m))
 	return nil
+}
+
+// waitsForHook reports whether Cluster API holds a deleted Machine for the EtcdMemberHook:
+// its Node is drained and only the pre-terminate hooks are left.
+func waitsForHook(m *clusterv1.Machine) bool {
+	if m.DeletionTimestamp.IsZero() {
+		return false
+	}
+	if _, ok := m.Annotations[EtcdMemberHook]; !ok {
+		return false
+	}
+	c := conditions.Get(m, clusterv1.MachineDeletingCondition)
+	return c != nil && c.Reason == clusterv1.MachineDeletingWaitingForPreTerminateHookReason
+}
+
+// releaseMachines removes the etcd member of every deleted Machine whose Node is drained,
+// then lets Cluster API go on by removing the EtcdMemberHook. The last Machine of a control
+// plane being deleted keeps its member: there is no cluster left to remove it from.
+func (r *Reconciler) releaseMachines(ctx context.Context, s *scope) (ctrl.Result, error) {
+	var result ctrl.Result
+	for _, m := range s.deleting() {
+		if !waitsForHook(m) {
+			continue
+		}
+		clusterGoing := !s.tcp.DeletionTimestamp.IsZero()
+		if !clusterGoing || len(s.machines) > 1 {
+			// While the control plane is deleted, a member that cannot be removed does not hold
+			// the deletion: the cluster is going away.
+			if r := r.removeMember(ctx, s, m); !r.IsZero() && !clusterGoing {
+				result = r
+				continue
+			}
+		}
+		before := m.DeepCopy()
+		delete(m.Annotations, EtcdMemberHook)
+		if err := r.Client.Patch(ctx, m, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("failed to release Machine %s: %w", m.Name, err)
+		}
+		ctrl.LoggerFrom(ctx).Info("Released a deleted Machine after removing its etcd member", "Machine", klog.KObj(m))
+	}
+	return result, nil
 }
 
 // reconcileInPlace carries changes that need no new Machine to the existing ones: the
@@ -210,6 +253,7 @@ func (r *Reconciler) reconcileInPlace(ctx context.Context, s *scope) (ctrl.Resul
 		}
 		maps.Copy(updated.Labels, tmpl.ObjectMeta.Labels)
 		maps.Copy(updated.Annotations, tmpl.ObjectMeta.Annotations)
+		updated.Annotations[EtcdMemberHook] = ""
 		updated.Spec.Deletion = clusterv1.MachineDeletionSpec{
 			NodeDrainTimeoutSeconds:        tmpl.Spec.Deletion.NodeDrainTimeoutSeconds,
 			NodeVolumeDetachTimeoutSeconds: tmpl.Spec.Deletion.NodeVolumeDetachTimeoutSeconds,

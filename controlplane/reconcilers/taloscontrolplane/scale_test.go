@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -33,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/kubeconfig"
 
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
@@ -114,18 +116,21 @@ func (w *writer) run(ctx context.Context, kube *kubernetes.Clientset) {
 
 // waitForMembership waits until tcp has replicas Machines, none deleting, whose nodes are
 // exactly the voting etcd members, and its status counts them.
-func waitForMembership(t *testing.T, env *envtest.Environment, tcp *controlplanev1.TalosControlPlane, replicas int32) {
-	t.Helper()
-	ctx := t.Context()
-	NewWithT(t).Eventually(func(g Gomega) {
+func waitForMembership(tb testing.TB, env *envtest.Environment, tcp *controlplanev1.TalosControlPlane, replicas int32) {
+	tb.Helper()
+	ctx := tb.Context()
+	NewWithT(tb).Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
 		machines, err := controlPlaneMachines(ctx, env, tcp)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(machines).To(HaveLen(int(replicas)))
 		names := make([]string, 0, len(machines))
 		for _, m := range machines {
-			g.Expect(m.DeletionTimestamp.IsZero()).To(BeTrue(), "machine %s is still being deleted", m.Name)
+			if !m.DeletionTimestamp.IsZero() {
+				g.Expect(m.DeletionTimestamp.IsZero()).To(BeTrue(), "machine %s is still being deleted: %s", m.Name, deletingMessage(&m))
+			}
 			names = append(names, m.Name)
 		}
+		g.Expect(machines).To(HaveLen(int(replicas)))
 		slices.Sort(names)
 		members, err := etcdMembers(ctx, env, tcp, machines)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -133,15 +138,17 @@ func waitForMembership(t *testing.T, env *envtest.Environment, tcp *controlplane
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
 		g.Expect(tcp.Status.Replicas).To(HaveValue(Equal(replicas)))
 		g.Expect(tcp.Status.UpToDateReplicas).To(HaveValue(Equal(replicas)))
-	}, 5*time.Minute, time.Second).Should(Succeed(), "%d replicas", replicas)
+	}, 5*time.Minute, time.Second).Should(Succeed(), func() string {
+		return fmt.Sprintf("%d replicas; control plane conditions: %s", replicas, conditionSummary(tcp.Status.Conditions))
+	})
 }
 
 // workloadClient is a client of the workload cluster from the kubeconfig Secret the
 // control plane wrote, once the control plane is initialized.
-func workloadClient(t *testing.T, env *envtest.Environment, tcp *controlplanev1.TalosControlPlane) *kubernetes.Clientset {
-	t.Helper()
-	g := NewWithT(t)
-	ctx := t.Context()
+func workloadClient(tb testing.TB, env *envtest.Environment, tcp *controlplanev1.TalosControlPlane) *kubernetes.Clientset {
+	tb.Helper()
+	g := NewWithT(tb)
+	ctx := tb.Context()
 	g.Eventually(func(g Gomega) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
 		g.Expect(tcp.Status.Initialization.ControlPlaneInitialized).To(HaveValue(BeTrue()))
@@ -156,12 +163,14 @@ func workloadClient(t *testing.T, env *envtest.Environment, tcp *controlplanev1.
 }
 
 // setReplicas changes spec.replicas.
-func setReplicas(t *testing.T, env *envtest.Environment, tcp *controlplanev1.TalosControlPlane, replicas int32) {
-	t.Helper()
-	g := NewWithT(t)
-	g.Expect(env.Client.Get(t.Context(), client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
+func setReplicas(tb testing.TB, env *envtest.Environment, tcp *controlplanev1.TalosControlPlane, replicas int32) {
+	tb.Helper()
+	g := NewWithT(tb)
+	g.Expect(env.Client.Get(tb.Context(), client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
+	before := tcp.DeepCopy()
 	tcp.Spec.Replicas = ptr.To(replicas)
-	g.Expect(env.Client.Update(t.Context(), tcp)).To(Succeed())
+	// A merge patch: the controller writes the status meanwhile.
+	g.Expect(env.Client.Patch(tb.Context(), tcp, client.MergeFrom(before))).To(Succeed())
 }
 
 // TestScaleKeepsEtcdInStep scales a control plane 1 → 3 → 5 → 3 → 1 on simulated nodes.
@@ -192,6 +201,13 @@ func TestScaleKeepsEtcdInStep(t *testing.T) {
 		t.Logf("%d replicas: etcd matches the Machines %s after the change", replicas, time.Since(start).Round(time.Second))
 	}
 
+	t.Log("The remaining Machine's components are healthy and the control plane is Available")
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
+		g.Expect(conditions.IsTrue(tcp, controlplanev1.ControlPlaneComponentsHealthyCondition)).To(BeTrue(), "%v", tcp.Status.Conditions)
+		g.Expect(conditions.IsTrue(tcp, controlplanev1.AvailableCondition)).To(BeTrue(), "%v", tcp.Status.Conditions)
+	}, 2*time.Minute, time.Second).Should(Succeed())
+
 	stop()
 	<-done
 	t.Logf("Writer: %d of %d writes acknowledged", len(w.acked), w.tries)
@@ -205,4 +221,21 @@ func TestScaleKeepsEtcdInStep(t *testing.T) {
 	for _, name := range w.acked {
 		g.Expect(present).To(HaveKey(name), "acknowledged write %s was lost", name)
 	}
+}
+
+// deletingMessage is what Cluster API says of a Machine being deleted.
+func deletingMessage(m *clusterv1.Machine) string {
+	if c := conditions.Get(m, clusterv1.MachineDeletingCondition); c != nil {
+		return c.Reason + ": " + c.Message
+	}
+	return "no Deleting condition"
+}
+
+// conditionSummary prints conditions one per line.
+func conditionSummary(conds []metav1.Condition) string {
+	var b strings.Builder
+	for _, c := range conds {
+		fmt.Fprintf(&b, "\n  %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return b.String()
 }

@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -54,6 +55,10 @@ type scope struct {
 	waiting string
 	// blocked says why a scale or rollout step is refused, for the conditions.
 	blocked string
+	// components are the problems of the control-plane components seen in the workload
+	// cluster; componentsErr says why they could not be seen.
+	components    []string
+	componentsErr error
 }
 
 // etcdState is the etcd cluster as the nodes report it.
@@ -99,7 +104,72 @@ func (r *Reconciler) observe(ctx context.Context, cluster *clusterv1.Cluster, tc
 	if s.bundle != nil && len(s.machines) > 0 {
 		s.etcd = r.observeEtcd(ctx, s)
 	}
+	if s.initialized() {
+		s.components, s.componentsErr = r.observeComponents(ctx, s)
+	}
 	return s, nil
+}
+
+// staticPods are the control-plane components Talos runs as static pods on every
+// control-plane node; the kubelet publishes a mirror Pod <component>-<node> for each.
+var staticPods = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+
+// observeComponents reads the health of each control-plane node from the workload cluster:
+// its Node is Ready and the mirror Pods of its static pods are Ready.
+func (r *Reconciler) observeComponents(ctx context.Context, s *scope) ([]string, error) {
+	kube, err := r.workloadClient(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	pods, err := kube.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: "tier=control-plane"})
+	if err != nil {
+		return nil, fmt.Errorf("the workload API server does not answer: %w", err)
+	}
+	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("the workload API server does not answer: %w", err)
+	}
+	readyPods := map[string]bool{}
+	for _, pod := range pods.Items {
+		readyPods[pod.Name] = podReady(&pod)
+	}
+	readyNodes := map[string]bool{}
+	for _, node := range nodes.Items {
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				readyNodes[node.Name] = c.Status == corev1.ConditionTrue
+			}
+		}
+	}
+	var problems []string
+	for _, m := range s.active() {
+		name := nodeName(m, s.configs)
+		ready, found := readyNodes[name]
+		switch {
+		case !found:
+			problems = append(problems, fmt.Sprintf("Node %s has not registered", name))
+			continue
+		case !ready:
+			problems = append(problems, fmt.Sprintf("Node %s is not Ready", name))
+		}
+		for _, component := range staticPods {
+			if ready, found := readyPods[component+"-"+name]; !found {
+				problems = append(problems, fmt.Sprintf("%s on %s has no mirror Pod", component, name))
+			} else if !ready {
+				problems = append(problems, fmt.Sprintf("%s on %s is not ready", component, name))
+			}
+		}
+	}
+	return problems, nil
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // observeEtcd asks every control-plane node for the member list and its own member's

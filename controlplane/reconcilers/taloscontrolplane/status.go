@@ -36,6 +36,7 @@ import (
 // ownedConditions are the conditions this controller writes.
 var ownedConditions = []string{
 	controlplanev1.AvailableCondition, controlplanev1.InitializedCondition, controlplanev1.EtcdClusterHealthyCondition,
+	controlplanev1.ControlPlaneComponentsHealthyCondition,
 	controlplanev1.MachinesReadyCondition, controlplanev1.MachinesUpToDateCondition, controlplanev1.RollingOutCondition,
 	controlplanev1.ScalingUpCondition, controlplanev1.ScalingDownCondition, controlplanev1.DeletingCondition,
 }
@@ -102,6 +103,13 @@ func updateStatus(s *scope) {
 			Reason: reasonUnknown, Message: "No control-plane node answers with the etcd member list"})
 	} else {
 		set(tcp, controlplanev1.EtcdClusterHealthyCondition, etcdHealthy, reasonProblems, etcdMessage)
+	}
+	switch {
+	case !initialized || s.componentsErr != nil:
+		conditions.Set(tcp, metav1.Condition{Type: controlplanev1.ControlPlaneComponentsHealthyCondition, Status: metav1.ConditionUnknown,
+			Reason: reasonUnknown, Message: orDefault(errorMessage(s.componentsErr), "The control plane is not initialized yet")})
+	default:
+		set(tcp, controlplanev1.ControlPlaneComponentsHealthyCondition, len(s.components) == 0, reasonProblems, strings.Join(s.components, "; "))
 	}
 	availableOK := initialized && s.etcd != nil && s.hasQuorum()
 	availableMessage := ""
@@ -210,4 +218,11 @@ func orDefault(s, fallback string) string {
 		return fallback
 	}
 	return s
+}
+
+func errorMessage(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

@@ -22,19 +22,25 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr/testr"
 	. "github.com/onsi/gomega"
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/kubeconfig"
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
@@ -49,6 +55,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv("TALON_DEBUG_LOGS") != "" {
+		ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	}
 	os.Exit(envtest.Run(m))
 }
 
@@ -59,7 +68,7 @@ const simFinalizer = "test.talon.dev/sim-node"
 // this process, on its own loopback address, booted with that data; deleting the machine
 // powers the node off. The cluster endpoint is a load balancer over the control-plane nodes.
 type simInfra struct {
-	t      *testing.T
+	t      testing.TB
 	client client.Client
 	prefix string // e.g. 127.0.47.
 	lb     *simtest.LoadBalancer
@@ -69,11 +78,11 @@ type simInfra struct {
 	nodes map[string]*sim.Node // by TalosDockerMachine name
 }
 
-func newSimInfra(t *testing.T, prefix string) *simInfra {
-	t.Helper()
+func newSimInfra(tb testing.TB, prefix string) *simInfra {
+	tb.Helper()
 	_, err := envtest.Binary("kube-apiserver")
-	require.Layer(t, envtest.Layer, err)
-	return &simInfra{t: t, prefix: prefix, nodes: map[string]*sim.Node{}, lb: simtest.NewLoadBalancer(t, prefix+"254", 6443, 50001)}
+	require.Layer(tb, envtest.Layer, err)
+	return &simInfra{t: tb, prefix: prefix, nodes: map[string]*sim.Node{}, lb: simtest.NewLoadBalancer(tb, prefix+"254", 6443, 50001)}
 }
 
 // endpoint is the cluster endpoint: the load balancer.
@@ -115,7 +124,7 @@ func (s *simInfra) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		return ctrl.Result{}, s.client.Update(ctx, infra)
 	}
 	if ptr.Deref(infra.Status.Initialization.Provisioned, false) {
-		return ctrl.Result{}, nil
+		return s.patchNodeProviderID(ctx, infra)
 	}
 	owner := metav1.GetControllerOf(infra)
 	machine := &clusterv1.Machine{}
@@ -144,7 +153,7 @@ func (s *simInfra) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		var err error
 		n, err = sim.NewNode(sim.Options{
 			Address: fmt.Sprintf("%s%d", s.prefix, s.next), StateDir: s.t.TempDir(), BinDir: envtest.BinDir(),
-			Log: testr.NewWithOptions(s.t, testr.Options{Verbosity: 0}),
+			Log: testr.NewWithInterface(s.t, testr.Options{Verbosity: 0}),
 		})
 		if err == nil {
 			err = n.Start(s.t.Context(), data.Data["value"])
@@ -169,6 +178,47 @@ func (s *simInfra) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	return ctrl.Result{}, s.client.Status().Update(ctx, infra)
 }
 
+// patchNodeProviderID sets the providerID of the machine's Node in the workload cluster, as
+// an infrastructure provider without a cloud provider does, so that Cluster API links the
+// Machine to its Node.
+func (s *simInfra) patchNodeProviderID(ctx context.Context, infra *infrav1.TalosDockerMachine) (ctrl.Result, error) {
+	retry := ctrl.Result{RequeueAfter: time.Second}
+	data, err := kubeconfig.FromSecret(ctx, s.client, client.ObjectKey{Namespace: infra.Namespace, Name: infra.Labels[clusterv1.ClusterNameLabel]})
+	if err != nil || len(infra.Status.Addresses) == 0 {
+		return retry, nil //nolint:nilerr // the kubeconfig appears once the control plane is initialized
+	}
+	config, err := clientcmd.RESTConfigFromKubeConfig(data)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	config.Timeout = 5 * time.Second
+	kube, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return retry, nil //nolint:nilerr // the workload API server may be starting or rolling
+	}
+	for i := range nodes.Items {
+		node := &nodes.Items[i]
+		for _, a := range node.Status.Addresses {
+			if a.Type != corev1.NodeInternalIP || a.Address != infra.Status.Addresses[0].Address {
+				continue
+			}
+			if node.Spec.ProviderID == infra.Spec.ProviderID {
+				return ctrl.Result{}, nil
+			}
+			node.Spec.ProviderID = infra.Spec.ProviderID
+			if _, err := kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+				return retry, nil //nolint:nilerr // retried: the kubelet updates the Node too
+			}
+			return ctrl.Result{}, nil
+		}
+	}
+	return retry, nil
+}
+
 // powerOff cuts the power of the node of the infrastructure machine name.
 func (s *simInfra) powerOff(name string) {
 	s.mu.Lock()
@@ -190,9 +240,9 @@ func (s *simInfra) updateBackends() {
 
 // startProviders runs Cluster API's core reconcilers, the bootstrap and control-plane
 // providers wired as their managers wire them, and the simulated infrastructure.
-func startProviders(t *testing.T, env *envtest.Environment, infra *simInfra) {
-	t.Helper()
-	env.StartManager(t, envtest.ManagerOptions{
+func startProviders(tb testing.TB, env *envtest.Environment, infra *simInfra) {
+	tb.Helper()
+	env.StartManager(tb, envtest.ManagerOptions{
 		CoreReconcilers: true,
 		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
 			if err := startOthers(ctx, mgr); err != nil {
@@ -219,11 +269,11 @@ func startOthers(ctx context.Context, mgr ctrl.Manager) error {
 
 // newCluster creates a Cluster with a provisioned TalosDockerCluster at the simulated
 // infrastructure's endpoint and a TalosControlPlane of replicas.
-func newCluster(t *testing.T, env *envtest.Environment, infra *simInfra, ns, name string, replicas int32,
+func newCluster(tb testing.TB, env *envtest.Environment, infra *simInfra, ns, name string, replicas int32,
 	mutate ...func(*controlplanev1.TalosControlPlane)) *controlplanev1.TalosControlPlane {
-	t.Helper()
-	g := NewWithT(t)
-	ctx := t.Context()
+	tb.Helper()
+	g := NewWithT(tb)
+	ctx := tb.Context()
 	infraCluster := &infrav1.TalosDockerCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec:       infrav1.TalosDockerClusterSpec{ControlPlaneEndpoint: infra.endpoint()},

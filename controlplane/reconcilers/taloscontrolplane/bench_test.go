@@ -1,0 +1,73 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package taloscontrolplane_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
+	"github.com/talon-capi/talon/test/envtest"
+)
+
+// BenchmarkControlPlane measures, on simulated nodes with Cluster API's controllers and both
+// providers: the time from applying a three-control-plane cluster to three Ready
+// control-plane Nodes (s-to-3-ready), and the time a rolling Kubernetes version change
+// (v1.35.4 → v1.36.3, maxSurge 1) takes to replace all three Machines with etcd in step
+// (s-rollout).
+func BenchmarkControlPlane(b *testing.B) {
+	env := envtest.Get(b)
+	infra := newSimInfra(b, "127.0.51.")
+	startProviders(b, env, infra)
+	g := NewWithT(b)
+	ctx := b.Context()
+	for i := 0; b.Loop(); i++ {
+		ns := env.NewNamespace(b, "bench")
+		start := time.Now()
+		tcp := newCluster(b, env, infra, ns, fmt.Sprintf("bench-%d", i), 3, func(tcp *controlplanev1.TalosControlPlane) { tcp.Spec.Version = "v1.35.4" })
+		kube := workloadClient(b, env, tcp)
+		g.Eventually(func(g Gomega) {
+			nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "node-role.kubernetes.io/control-plane"})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(nodes.Items).To(HaveLen(3))
+			for _, n := range nodes.Items {
+				g.Expect(n.Status.Conditions).To(ContainElement(And(HaveField("Type", corev1.NodeReady), HaveField("Status", corev1.ConditionTrue))))
+			}
+		}, 5*time.Minute, 500*time.Millisecond).Should(Succeed())
+		b.ReportMetric(time.Since(start).Seconds(), "s-to-3-ready")
+		waitForMembership(b, env, tcp, 3)
+
+		start = time.Now()
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
+		before := tcp.DeepCopy()
+		tcp.Spec.Version = "v1.36.3"
+		g.Expect(env.Client.Patch(ctx, tcp, client.MergeFrom(before))).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
+			g.Expect(tcp.Status.Versions).To(HaveLen(1))
+			g.Expect(tcp.Status.Versions[0].Version).To(Equal("v1.36.3"))
+		}, 5*time.Minute, 500*time.Millisecond).Should(Succeed())
+		waitForMembership(b, env, tcp, 3)
+		b.ReportMetric(time.Since(start).Seconds(), "s-rollout")
+	}
+}
