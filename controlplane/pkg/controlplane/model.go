@@ -192,6 +192,10 @@ func (cp ControlPlane) OrphanMembers() []Member {
 	}
 	var orphans []Member
 	for _, member := range cp.Members {
+		if member.Name == "" {
+			// A learner added but not started yet: it gets its name when it starts.
+			continue
+		}
 		if !slices.ContainsFunc(cp.Machines, func(m Machine) bool { return m.NodeName == member.Name }) {
 			orphans = append(orphans, member)
 		}

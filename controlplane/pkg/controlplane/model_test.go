@@ -141,6 +141,8 @@ func TestOrphanMembers(t *testing.T) {
 	g := NewWithT(t)
 	cp := ControlPlane{Members: members("up", "up", "up"), Machines: []Machine{{NodeName: "a"}, {NodeName: "b"}}}
 	g.Expect(cp.OrphanMembers()).To(ConsistOf(HaveField("Name", "c")))
+	cp.Members = append(cp.Members, Member{ID: 9, Learner: true})
+	g.Expect(cp.OrphanMembers()).To(ConsistOf(HaveField("Name", "c")), "a learner not started yet has no name and is no orphan")
 	cp.Machines = append(cp.Machines, Machine{Name: "joining"})
 	g.Expect(cp.OrphanMembers()).To(BeEmpty(), "no orphans while a node name is unknown")
 }

@@ -155,6 +155,12 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if s.initialized() {
+		// Before releasing: a dead orphan member may be what keeps a removal from being safe.
+		if result := r.removeOrphanMembers(ctx, s); !result.IsZero() {
+			return result, nil
+		}
+	}
 	if result, err := r.releaseMachines(ctx, s); err != nil || !result.IsZero() {
 		return result, err
 	}
@@ -189,10 +195,6 @@ func (r *Reconciler) reconcileMachines(ctx context.Context, s *scope) (ctrl.Resu
 	if !s.initialized() {
 		return r.reconcileInitialization(ctx, s)
 	}
-	if result := r.removeOrphanMembers(ctx, s); !result.IsZero() {
-		return result, nil
-	}
-
 	desired := int(ptr.Deref(s.tcp.Spec.Replicas, 1))
 	current := len(s.active())
 	outdated := s.outdated()

@@ -120,6 +120,16 @@ func (r *Reconciler) scaleDown(ctx context.Context, s *scope) (ctrl.Result, erro
 		return ctrl.Result{RequeueAfter: converging}, nil
 	}
 	m := s.machineByName(victim.Name)
+	// One change at a time: a Machine still joining etcd is not yet a spare voter.
+	if s.etcd != nil {
+		for _, other := range s.active() {
+			name := nodeName(other, s.configs)
+			if other.Name != m.Name && !slices.ContainsFunc(s.etcd.members, func(member talosclient.Member) bool { return member.Name == name && !member.Learner }) {
+				s.blocked = fmt.Sprintf("Removing Machine %s waits for Machine %s to join etcd as a voting member", m.Name, other.Name)
+				return ctrl.Result{RequeueAfter: converging}, nil
+			}
+		}
+	}
 	if result := r.checkRemoval(ctx, s, m); !result.IsZero() {
 		return result, nil
 	}

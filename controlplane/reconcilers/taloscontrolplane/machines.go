@@ -214,18 +214,18 @@ func waitsForHook(m *clusterv1.Machine) bool {
 // then lets Cluster API go on by removing the EtcdMemberHook. The last Machine of a control
 // plane being deleted keeps its member: there is no cluster left to remove it from.
 func (r *Reconciler) releaseMachines(ctx context.Context, s *scope) (ctrl.Result, error) {
-	var result ctrl.Result
 	for _, m := range s.deleting() {
 		if !waitsForHook(m) {
 			continue
 		}
 		clusterGoing := !s.tcp.DeletionTimestamp.IsZero()
-		if !clusterGoing || len(s.machines) > 1 {
-			// While the control plane is deleted, a member that cannot be removed does not hold
-			// the deletion: the cluster is going away.
-			if r := r.removeMember(ctx, s, m); !r.IsZero() && !clusterGoing {
-				result = r
-				continue
+		// The only Machine left has no cluster to leave: removing its member would end etcd.
+		if len(s.machines) > 1 {
+			result := r.removeMember(ctx, s, m)
+			if !result.IsZero() && !clusterGoing {
+				// While the control plane is deleted, a member that cannot be removed does not
+				// hold the deletion: the cluster is going away.
+				return result, nil
 			}
 		}
 		before := m.DeepCopy()
@@ -234,8 +234,10 @@ func (r *Reconciler) releaseMachines(ctx context.Context, s *scope) (ctrl.Result
 			return ctrl.Result{}, fmt.Errorf("failed to release Machine %s: %w", m.Name, err)
 		}
 		ctrl.LoggerFrom(ctx).Info("Released a deleted Machine after removing its etcd member", "Machine", klog.KObj(m))
+		// One membership change per reconcile: the next one sees etcd as it is now.
+		return ctrl.Result{RequeueAfter: converging}, nil
 	}
-	return result, nil
+	return ctrl.Result{}, nil
 }
 
 // reconcileInPlace carries changes that need no new Machine to the existing ones: the

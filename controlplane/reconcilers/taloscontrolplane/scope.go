@@ -199,9 +199,12 @@ func (r *Reconciler) observeEtcd(ctx context.Context, s *scope) *etcdState {
 		}
 		st, err := c.EtcdStatus(ctx)
 		switch {
-		case err == nil && len(st.Errors) == 0:
+		case err == nil && len(st.Errors) == 0 && st.Leader != 0:
+			// A member cut off from its peers still answers; it knows no leader.
 			healthy[nodeName(m, s.configs)] = true
 			leader = st.Leader
+		case err == nil && st.Leader == 0:
+			problems = append(problems, fmt.Sprintf("etcd member %s knows no leader", nodeName(m, s.configs)))
 		case err == nil:
 			problems = append(problems, fmt.Sprintf("etcd member %s reports: %s", nodeName(m, s.configs), strings.Join(st.Errors, "; ")))
 		case !errors.Is(err, talosclient.ErrEtcdNotRunning) || m.DeletionTimestamp.IsZero():
