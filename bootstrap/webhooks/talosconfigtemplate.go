@@ -21,6 +21,7 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -58,14 +59,20 @@ func (w *TalosConfigTemplate) ValidateDelete(context.Context, *bootstrapv1.Talos
 }
 
 func (w *TalosConfigTemplate) validate(ctx context.Context, t *bootstrapv1.TalosConfigTemplate) (admission.Warnings, error) {
-	req, err := admission.RequestFromContext(ctx)
-	if err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("expected an admission request in the context: %v", err))
-	}
-	// The topology controller dry-runs partial templates while it computes a Cluster's
-	// desired state; the real object is validated when it is written.
-	if topology.IsDryRunRequest(req, t) {
-		return nil, nil
+	if dryRun, err := IsTopologyDryRun(ctx, t); err != nil || dryRun {
+		return nil, err
 	}
 	return nil, invalid("TalosConfigTemplate", t.Name, ValidateSpec(t.Spec.Template.Spec, field.NewPath("spec", "template", "spec")))
+}
+
+// IsTopologyDryRun reports whether the admission request in ctx is a ClusterClass dry run
+// of obj. The topology controller dry-runs partial templates while it computes a Cluster's
+// desired state, so template webhooks let those through; the real object is validated when
+// it is written.
+func IsTopologyDryRun(ctx context.Context, obj metav1.Object) (bool, error) {
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return false, apierrors.NewBadRequest(fmt.Sprintf("expected an admission request in the context: %v", err))
+	}
+	return topology.IsDryRunRequest(req, obj), nil
 }

@@ -29,8 +29,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"sigs.k8s.io/cluster-api/util/topology"
-
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	bootstrapwebhooks "github.com/talon-capi/talon/bootstrap/webhooks"
@@ -143,14 +141,8 @@ func (w *TalosControlPlaneTemplate) ValidateDelete(context.Context, *controlplan
 }
 
 func (w *TalosControlPlaneTemplate) validate(ctx context.Context, t *controlplanev1.TalosControlPlaneTemplate) (admission.Warnings, error) {
-	req, err := admission.RequestFromContext(ctx)
-	if err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("expected an admission request in the context: %v", err))
-	}
-	// The topology controller dry-runs partial templates while it computes a Cluster's
-	// desired state; the real object is validated when it is written.
-	if topology.IsDryRunRequest(req, t) {
-		return nil, nil
+	if dryRun, err := bootstrapwebhooks.IsTopologyDryRun(ctx, t); err != nil || dryRun {
+		return nil, err
 	}
 	return nil, invalid("TalosControlPlaneTemplate", t.Name,
 		validateConfig(t.Spec.Template.Spec.ControlPlaneConfig, field.NewPath("spec", "template", "spec", "controlPlaneConfig")))
