@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -67,19 +66,13 @@ func writeEtcdPKI(dir string, ca *x509.PEMEncodedCertificateAndKey, name string,
 	if ca == nil || len(ca.Key) == 0 {
 		return transport.TLSInfo{}, errors.New("the machine config has no etcd CA key: only control-plane nodes run etcd")
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return transport.TLSInfo{}, err
-	}
 	member, err := issue(ca, name, []net.IP{ip, net.IPv4(127, 0, 0, 1)}, []string{name, "localhost"},
 		[]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth, stdx509.ExtKeyUsageClientAuth})
 	if err != nil {
 		return transport.TLSInfo{}, err
 	}
-	files := map[string][]byte{"ca.crt": ca.Crt, "member.crt": member.Crt, "member.key": member.Key}
-	for file, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, file), data, 0o600); err != nil {
-			return transport.TLSInfo{}, err
-		}
+	if err := writeFilesIn(dir, map[string][]byte{"ca.crt": ca.Crt, "member.crt": member.Crt, "member.key": member.Key}); err != nil {
+		return transport.TLSInfo{}, err
 	}
 	return etcdTLSInfo(dir), nil
 }

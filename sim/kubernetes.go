@@ -218,15 +218,20 @@ func (n *Node) startControllerManager(ctx context.Context, cfg talosconfig.Provi
 // writeFiles writes files into the state subdirectory sub and returns its path.
 func (n *Node) writeFiles(sub string, files map[string][]byte) (string, error) {
 	dir := n.stateDir(sub)
+	return dir, writeFilesIn(dir, files)
+}
+
+// writeFilesIn writes files (name → content) into dir, readable by the owner only.
+func writeFilesIn(dir string, files map[string][]byte) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
+		return err
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			return "", err
+			return err
 		}
 	}
-	return dir, nil
+	return nil
 }
 
 // waitForAPIServer waits until the API server at server answers /readyz.

@@ -33,64 +33,79 @@ import (
 // node goes down, as Talos answers before it acts.
 const answerGrace = 200 * time.Millisecond
 
-// rebootLater reboots the node once the current call has been answered.
-func (n *Node) rebootLater(reason string) {
+// later runs fn after delay in the background, unless the node is powered off meanwhile
+// (or its power context ends): an answered Reboot, Shutdown or Upgrade never powers on a node
+// someone else stopped.
+func (n *Node) later(delay time.Duration, fn func(ctx context.Context)) {
+	ctx, stops := n.powerState()
 	go func() {
-		time.Sleep(answerGrace)
-		n.reboot(reason)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		if !n.poweredOffSince(stops) {
+			fn(ctx)
+		}
 	}()
 }
 
-// reboot stops the node gracefully and boots it again after the reboot delay.
-func (n *Node) reboot(reason string) {
+// powerState is the context the node was powered on with and how often it was powered off.
+func (n *Node) powerState() (context.Context, int) {
 	n.mu.Lock()
 	ctx := n.powerCtx
 	n.mu.Unlock()
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	n.power.Lock()
+	defer n.power.Unlock()
+	return ctx, n.stops
+}
+
+// poweredOffSince reports whether the node was powered off since powerState counted stops.
+func (n *Node) poweredOffSince(stops int) bool {
+	n.power.Lock()
+	defer n.power.Unlock()
+	return n.stops != stops
+}
+
+// rebootLater reboots the node once the current call has been answered.
+func (n *Node) rebootLater(reason string) {
+	n.later(answerGrace, func(context.Context) { n.reboot(reason) })
+}
+
+// reboot stops the node gracefully and boots it again after the reboot delay.
+func (n *Node) reboot(reason string) {
 	n.opts.Log.Info("Rebooting", "reason", reason)
+	ctx, _ := n.powerState()
 	n.reportShutdown(ctx)
 	n.Stop()
-	n.power.Lock()
-	stops := n.stops
-	n.power.Unlock()
-	select {
-	case <-ctx.Done():
-		return
-	case <-time.After(n.opts.RebootDelay):
-	}
-	n.power.Lock()
-	poweredOff := n.stops != stops
-	n.power.Unlock()
-	if poweredOff {
-		return
-	}
-	if err := n.Start(ctx, nil); err != nil && ctx.Err() == nil {
-		n.opts.Log.Error(err, "Failed to boot after a reboot")
-	}
+	n.later(n.opts.RebootDelay, func(ctx context.Context) {
+		if err := n.Start(ctx, nil); err != nil && ctx.Err() == nil {
+			n.opts.Log.Error(err, "Failed to boot after a reboot")
+		}
+	})
 }
 
 // shutdownLater powers the node off gracefully once the current call has been answered.
 func (n *Node) shutdownLater() {
-	go func() {
-		time.Sleep(answerGrace)
+	n.later(answerGrace, func(ctx context.Context) {
 		n.opts.Log.Info("Shutting down")
-		n.reportShutdown(context.Background())
+		n.reportShutdown(ctx)
 		n.Stop()
-	}()
+	})
 }
 
 // upgradeLater installs version and reboots into it after the upgrade delay.
 func (n *Node) upgradeLater(version string) {
-	go func() {
-		time.Sleep(n.opts.UpgradeDelay)
+	n.later(n.opts.UpgradeDelay, func(context.Context) {
 		if err := os.WriteFile(n.stateDir("talos-version"), []byte(version+"\n"), 0o600); err != nil {
 			n.opts.Log.Error(err, "Upgrade failed")
 			return
 		}
 		n.reboot("upgrade to " + version)
-	}()
+	})
 }
 
 // PowerOff cuts the node's power: nothing is shut down gracefully and the kubelet reports
@@ -131,7 +146,7 @@ func (n *Node) Partition() {
 	if n.etcd != nil {
 		n.etcd.stop()
 		n.etcd = nil
-		go n.restartEtcdWhenHealed(n.healed, n.servicesCtx)
+		go n.restartEtcdWhenHealed(n.servicesCtx, n.healed)
 	}
 	n.opts.Log.Info("Fault: partitioned")
 }
@@ -152,7 +167,7 @@ func (n *Node) Heal() {
 
 // restartEtcdWhenHealed starts the node's etcd member again from its data once the
 // partition ends.
-func (n *Node) restartEtcdWhenHealed(healed <-chan struct{}, ctx context.Context) { //nolint:revive // ctx after the channel reads naturally here
+func (n *Node) restartEtcdWhenHealed(ctx context.Context, healed <-chan struct{}) {
 	select {
 	case <-ctx.Done():
 		return

@@ -67,14 +67,17 @@ func (s *machineService) ApplyConfiguration(ctx context.Context, req *machine.Ap
 	if mode == machine.ApplyConfigurationRequest_TRY {
 		return nil, status.Error(codes.Unimplemented, "try mode is not simulated")
 	}
-	if err := s.node.validate(req.GetData()); err != nil {
-		return nil, status.Error(codes.InvalidArgument, fmt.Errorf("%w: %w", errInvalidConfig, err).Error())
+	later := s.node.configured() && (mode == machine.ApplyConfigurationRequest_STAGED || mode == machine.ApplyConfigurationRequest_REBOOT)
+	if req.GetDryRun() || later {
+		// applyConfig validates what it applies now; these only validate here.
+		if err := s.node.validate(req.GetData()); err != nil {
+			return nil, status.Error(codes.InvalidArgument, fmt.Errorf("%w: %w", errInvalidConfig, err).Error())
+		}
 	}
 	if req.GetDryRun() {
 		return s.applied(mode, "Dry run: the config is valid and was not applied"), nil
 	}
-	configured := s.node.configured()
-	if configured && (mode == machine.ApplyConfigurationRequest_STAGED || mode == machine.ApplyConfigurationRequest_REBOOT) {
+	if later {
 		if err := os.WriteFile(s.node.stateDir("staged.yaml"), req.GetData(), 0o600); err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}

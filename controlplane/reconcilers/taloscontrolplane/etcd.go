@@ -103,8 +103,7 @@ func (s *scope) preflight() string {
 		return err.Error()
 	}
 	for _, m := range s.active() {
-		name := nodeName(m, s.configs)
-		if !slices.ContainsFunc(s.etcd.members, func(member talosclient.Member) bool { return member.Name == name && !member.Learner }) {
+		if !s.isVoter(m) {
 			return fmt.Sprintf("machine %s has not joined etcd as a voting member yet", m.Name)
 		}
 	}
@@ -123,8 +122,7 @@ func (r *Reconciler) scaleDown(ctx context.Context, s *scope) (ctrl.Result, erro
 	// One change at a time: a Machine still joining etcd is not yet a spare voter.
 	if s.etcd != nil {
 		for _, other := range s.active() {
-			name := nodeName(other, s.configs)
-			if other.Name != m.Name && !slices.ContainsFunc(s.etcd.members, func(member talosclient.Member) bool { return member.Name == name && !member.Learner }) {
+			if other.Name != m.Name && !s.isVoter(other) {
 				s.blocked = fmt.Sprintf("Removing Machine %s waits for Machine %s to join etcd as a voting member", m.Name, other.Name)
 				return ctrl.Result{RequeueAfter: converging}, nil
 			}
@@ -143,12 +141,12 @@ func (r *Reconciler) checkRemoval(ctx context.Context, s *scope, m *clusterv1.Ma
 		s.blocked = fmt.Sprintf("Removing Machine %s waits: no control-plane node answers with the etcd member list", m.Name)
 		return ctrl.Result{RequeueAfter: converging}
 	}
-	name := nodeName(m, s.configs)
-	i := slices.IndexFunc(s.etcd.members, func(member talosclient.Member) bool { return member.Name == name })
-	if i < 0 {
+	member, ok := s.memberOf(m)
+	if !ok {
 		return ctrl.Result{}
 	}
-	if err := s.model().CanRemoveMember(s.etcd.members[i].ID); err != nil {
+	name := member.Name
+	if err := s.model().CanRemoveMember(member.ID); err != nil {
 		s.blocked = fmt.Sprintf("Removing Machine %s is refused: %v", m.Name, err)
 		return ctrl.Result{RequeueAfter: 5 * converging}
 	}
@@ -169,12 +167,11 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 	if result := r.checkRemoval(ctx, s, m); !result.IsZero() {
 		return result
 	}
-	name := nodeName(m, s.configs)
-	i := slices.IndexFunc(s.etcd.members, func(member talosclient.Member) bool { return member.Name == name })
-	if i < 0 {
+	member, ok := s.memberOf(m)
+	if !ok {
 		return ctrl.Result{}
 	}
-	member := s.etcd.members[i]
+	name := member.Name
 	if err := r.throughPeer(ctx, s, name, func(c talosclient.Client) error { return c.EtcdRemoveMember(ctx, member.ID) }); err != nil {
 		s.blocked = fmt.Sprintf("Removing the etcd member of Machine %s failed, retrying: %v", m.Name, err)
 		return ctrl.Result{RequeueAfter: converging}

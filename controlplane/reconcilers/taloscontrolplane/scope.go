@@ -268,7 +268,8 @@ func (s *scope) deleting() []*clusterv1.Machine {
 	return slices.DeleteFunc(slices.Clone(s.machines), func(m *clusterv1.Machine) bool { return m.DeletionTimestamp.IsZero() })
 }
 
-// initialized reports whether etcd was bootstrapped: recorded in status, or seen on a node.
+// initialized reports whether the control plane was initialized: recorded in status once the
+// workload API server answered after etcd was bootstrapped.
 func (s *scope) initialized() bool {
 	return ptr.Deref(s.tcp.Status.Initialization.ControlPlaneInitialized, false)
 }
@@ -284,8 +285,8 @@ func (s *scope) model() controlplane.ControlPlane {
 	for _, m := range s.machines {
 		_, deleteRequested := m.Annotations[clusterv1.DeleteMachineAnnotation]
 		name := nodeName(m, s.configs)
-		unhealthy := s.etcd != nil && !s.etcd.healthy[name] &&
-			slices.ContainsFunc(s.etcd.members, func(member talosclient.Member) bool { return member.Name == name })
+		_, isMember := s.memberOf(m)
+		unhealthy := isMember && !s.etcd.healthy[name]
 		cp.Machines = append(cp.Machines, controlplane.Machine{
 			Name: m.Name, NodeName: name, Created: m.CreationTimestamp.Time,
 			FailureDomain: m.Spec.FailureDomain, Deleting: !m.DeletionTimestamp.IsZero(),
@@ -310,4 +311,23 @@ func (s *scope) machineByName(name string) *clusterv1.Machine {
 		}
 	}
 	return nil
+}
+
+// memberOf is the etcd member of m's node, if etcd is known and has one.
+func (s *scope) memberOf(m *clusterv1.Machine) (talosclient.Member, bool) {
+	if s.etcd == nil {
+		return talosclient.Member{}, false
+	}
+	name := nodeName(m, s.configs)
+	i := slices.IndexFunc(s.etcd.members, func(member talosclient.Member) bool { return member.Name == name })
+	if i < 0 {
+		return talosclient.Member{}, false
+	}
+	return s.etcd.members[i], true
+}
+
+// isVoter reports whether m's node is a voting etcd member.
+func (s *scope) isVoter(m *clusterv1.Machine) bool {
+	member, ok := s.memberOf(m)
+	return ok && !member.Learner
 }
