@@ -115,12 +115,14 @@ release-manifests: $(KUSTOMIZE) ## Write the clusterctl components and metadata.
 
 .PHONY: docker-build
 docker-build: ## Build the manager images FROM scratch (no image is pulled)
-	@mkdir -p $(OUT)/images
 	@for p in $(PROVIDERS); do \
-		CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(OUT)/images/$$p-manager ./cmd/$$p-manager; \
-		docker build --quiet -f hack/Dockerfile.manager --build-arg BINARY=$$p-manager \
-			-t $(IMAGE_REGISTRY)/talon-$$p-manager:$(IMAGE_TAG) $(OUT)/images; \
+		mkdir -p $(OUT)/images/$$p/bin; \
+		CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(OUT)/images/$$p/manager ./cmd/$$p-manager; \
+		docker build --quiet -f hack/Dockerfile.manager -t $(IMAGE_REGISTRY)/talon-$$p-manager:$(IMAGE_TAG) $(OUT)/images/$$p; \
 	done
+	@# The infrastructure image also runs the Docker clusters' load balancers: 'talon lb'.
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(OUT)/images/infrastructure/bin/talon ./cmd/talon
+	docker build --quiet -f hack/Dockerfile.manager -t $(IMAGE_REGISTRY)/talon-infrastructure-manager:$(IMAGE_TAG) $(OUT)/images/infrastructure
 
 .PHONY: sim-image
 sim-image: $(KUBE_APISERVER) $(KUBE_CONTROLLER_MANAGER) ## Build the node simulator image: talon sim, kube-apiserver, kube-controller-manager FROM scratch

@@ -79,6 +79,9 @@ type Options struct {
 	// UpgradeDelay is how long an upgrade takes before the node reboots into the new version;
 	// two seconds when zero.
 	UpgradeDelay time.Duration
+	// Hostname is the hostname the platform gives the node (a container's hostname), used
+	// when the config sets none; talos-<address> when empty.
+	Hostname string
 	// Log receives the node's log lines.
 	Log logr.Logger
 }
@@ -327,6 +330,9 @@ func (n *Node) hostnameLocked() string {
 		if h := n.cfg.NetworkHostnameConfig(); h != nil && h.Hostname() != "" {
 			return h.Hostname()
 		}
+	}
+	if n.opts.Hostname != "" {
+		return n.opts.Hostname
 	}
 	return "talos-" + n.ip.String()
 }

@@ -20,6 +20,7 @@ import (
 	stdx509 "crypto/x509"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/siderolabs/crypto/x509"
@@ -35,10 +36,20 @@ func issue(ca *x509.PEMEncodedCertificateAndKey, commonName string, ips []net.IP
 	if err != nil {
 		return nil, fmt.Errorf("failed to load CA: %w", err)
 	}
+	// Like Talos, SANs that are addresses (machine.certSANs may hold both) are IP SANs.
+	ips = slices.Clone(ips)
+	var names []string
+	for _, name := range dnsNames {
+		if ip := net.ParseIP(name); ip != nil {
+			ips = append(ips, ip)
+		} else {
+			names = append(names, name)
+		}
+	}
 	opts := []x509.Option{
 		x509.CommonName(commonName),
 		x509.IPAddresses(ips),
-		x509.DNSNames(dnsNames),
+		x509.DNSNames(names),
 		x509.ExtKeyUsage(usages),
 		x509.NotAfter(time.Now().Add(certValidity)),
 	}

@@ -17,7 +17,6 @@ limitations under the License.
 package webhooks_test
 
 import (
-	"context"
 	"os"
 	"testing"
 
@@ -25,7 +24,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -33,7 +31,6 @@ import (
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
-	"github.com/talon-capi/talon/controlplane/setup"
 	"github.com/talon-capi/talon/test/envtest"
 )
 
@@ -59,7 +56,7 @@ func controlPlane(ns, name string) *controlplanev1.TalosControlPlane {
 // fail to render is refused at admission with a message that says what to do instead.
 func TestBadInputIsRejected(t *testing.T) {
 	env := envtest.Get(t)
-	env.StartManager(t, envtest.ManagerOptions{Setup: func(_ context.Context, mgr ctrl.Manager) error { return setup.Webhooks(mgr) }})
+	env.StartManager(t, envtest.ManagerOptions{})
 	ns := env.NewNamespace(t, "cp-webhooks")
 	ctx := t.Context()
 

@@ -18,25 +18,156 @@ package setup
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	capisetup "sigs.k8s.io/cluster-api/core/setup"
 
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
+	"github.com/talon-capi/talon/infrastructure/docker"
+	dockerruntime "github.com/talon-capi/talon/infrastructure/docker/runtime"
+	"github.com/talon-capi/talon/infrastructure/webhooks"
 	"github.com/talon-capi/talon/internal/manager"
+	"github.com/talon-capi/talon/internal/version"
 )
 
-// Provider returns the infrastructure provider's part of a Talon manager.
-func Provider() manager.Provider {
-	return manager.Provider{
-		Name:             "talon-infrastructure-manager",
-		AddToScheme:      []func(*runtime.Scheme) error{infrav1.AddToScheme},
-		SetupReconcilers: Reconcilers,
+// Runtimes the Docker provider's nodes can run on.
+const (
+	// RuntimeDocker runs nodes as containers of the Talos image through the Docker Engine API.
+	RuntimeDocker = "docker"
+	// RuntimeSim runs simulated Talos nodes in the manager's own process.
+	RuntimeSim = "sim"
+)
+
+// Settings are the infrastructure provider's own flags.
+type Settings struct {
+	// Runtime is RuntimeDocker or RuntimeSim.
+	Runtime string
+	// LoadBalancerImage runs `talon lb` for clusters that name no image.
+	LoadBalancerImage string
+	// SimBinDir holds kube-apiserver and kube-controller-manager for simulated control planes.
+	SimBinDir string
+	// SimStateDir holds the simulated nodes' state.
+	SimStateDir string
+	// UnprivilegedNodes runs Docker nodes without privileged mode: Talos needs it, the
+	// simulator image does not, and some hosts (rootless or nested Docker) cannot grant it.
+	UnprivilegedNodes bool
+}
+
+// NewSettings returns the defaults: Docker, and the manager's own image as load balancer.
+func NewSettings() *Settings {
+	tag := version.Get().GitVersion
+	if tag == "" || tag == "dev" {
+		tag = "dev"
+	}
+	return &Settings{
+		Runtime:           RuntimeDocker,
+		LoadBalancerImage: "ghcr.io/talon-capi/talon-infrastructure-manager:" + tag,
+		SimStateDir:       filepath.Join(os.TempDir(), "talon-sim"),
 	}
 }
 
-// Reconcilers registers the infrastructure provider's reconcilers with mgr. None reconcile yet:
-// the reconcilers arrive with the provider's own issue.
-func Reconcilers(_ context.Context, _ ctrl.Manager, _ *manager.Options) error {
-	return nil
+// AddFlags registers the settings on fs.
+func (s *Settings) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&s.Runtime, "runtime", s.Runtime,
+		"Where TalosDockerMachines run: docker (containers of the Talos image, through the Docker Engine API of $DOCKER_HOST) or sim (simulated Talos nodes inside this manager, for tests and machines without Docker).")
+	fs.StringVar(&s.LoadBalancerImage, "load-balancer-image", s.LoadBalancerImage,
+		"Image of the control-plane load balancer container (it runs 'talon lb') for TalosDockerClusters that name none.")
+	fs.StringVar(&s.SimBinDir, "sim-bin-dir", s.SimBinDir,
+		"With --runtime sim: directory holding the kube-apiserver and kube-controller-manager binaries simulated control planes run.")
+	fs.StringVar(&s.SimStateDir, "sim-state-dir", s.SimStateDir,
+		"With --runtime sim: directory holding the simulated nodes' state.")
+	fs.BoolVar(&s.UnprivilegedNodes, "docker-unprivileged-nodes", s.UnprivilegedNodes,
+		"With --runtime docker: run node containers without privileged mode. Talos needs privileged mode; only the simulator image runs without it, on hosts that cannot grant it.")
+}
+
+// Validate reports settings that cannot work.
+func (s *Settings) Validate() error {
+	switch s.Runtime {
+	case RuntimeDocker:
+		return nil
+	case RuntimeSim:
+		if s.SimBinDir == "" {
+			return errors.New("--runtime sim needs --sim-bin-dir: the directory with kube-apiserver and kube-controller-manager")
+		}
+		return nil
+	default:
+		return fmt.Errorf("--runtime must be docker or sim, not %q", s.Runtime)
+	}
+}
+
+// Provider returns the infrastructure provider's part of a Talon manager.
+func Provider() manager.Provider {
+	s := NewSettings()
+	return manager.Provider{
+		Name:        "talon-infrastructure-manager",
+		AddToScheme: []func(*runtime.Scheme) error{infrav1.AddToScheme},
+		SetupReconcilers: func(ctx context.Context, mgr ctrl.Manager, opts *manager.Options) error {
+			rt, err := s.NewRuntime(ctx)
+			if err != nil {
+				return err
+			}
+			return Reconcilers(ctx, mgr, opts, s, rt)
+		},
+		SetupWebhooks: Webhooks,
+		AddFlags:      s.AddFlags,
+		Validate:      s.Validate,
+	}
+}
+
+// NewRuntime connects to the runtime the settings name.
+func (s *Settings) NewRuntime(ctx context.Context) (dockerruntime.Runtime, error) {
+	if s.Runtime == RuntimeSim {
+		return dockerruntime.NewSim(ctx, s.SimBinDir, s.SimStateDir, ctrl.Log.WithName("sim")), nil
+	}
+	var opts []dockerruntime.DockerOption
+	if s.UnprivilegedNodes {
+		opts = append(opts, dockerruntime.WithUnprivilegedNodes())
+	}
+	rt, err := dockerruntime.NewDocker(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("failed to connect to the Docker Engine: %w", err)
+	}
+	return rt, nil
+}
+
+// Reconcilers registers the TalosDockerCluster and TalosDockerMachine reconcilers, with a
+// ClusterCache of their own to reach the workload clusters, on rt.
+func Reconcilers(ctx context.Context, mgr ctrl.Manager, opts *manager.Options, s *Settings, rt dockerruntime.Runtime) error {
+	options := controller.Options{MaxConcurrentReconciles: opts.Concurrency}
+	cache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
+		SecretClient:     mgr.GetClient(),
+		Cache:            capisetup.ClusterCacheCacheOptions(),
+		Client:           capisetup.ClusterCacheClientOptions("talon-infrastructure-manager", opts.KubeAPIQPS, opts.KubeAPIBurst),
+		WatchFilterValue: opts.WatchFilter,
+	}, options)
+	if err != nil {
+		return fmt.Errorf("failed to set up the ClusterCache: %w", err)
+	}
+	return errors.Join(
+		(&docker.ClusterReconciler{
+			Client: mgr.GetClient(), Runtime: rt, LoadBalancerImage: s.LoadBalancerImage, WatchFilterValue: opts.WatchFilter,
+		}).SetupWithManager(ctx, mgr, options),
+		(&docker.MachineReconciler{
+			Client: mgr.GetClient(), Runtime: rt, ClusterCache: cache, WatchFilterValue: opts.WatchFilter,
+		}).SetupWithManager(ctx, mgr, options),
+	)
+}
+
+// Webhooks registers the validating webhooks of the Docker kinds.
+func Webhooks(mgr ctrl.Manager) error {
+	return errors.Join(
+		(&webhooks.TalosDockerCluster{}).SetupWebhookWithManager(mgr),
+		(&webhooks.TalosDockerClusterTemplate{}).SetupWebhookWithManager(mgr),
+		(&webhooks.TalosDockerMachine{}).SetupWebhookWithManager(mgr),
+		(&webhooks.TalosDockerMachineTemplate{}).SetupWebhookWithManager(mgr),
+	)
 }

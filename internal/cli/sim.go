@@ -112,11 +112,17 @@ func (o *simOptions) run(cmd *cobra.Command) error {
 			return fmt.Errorf("USERDATA is not base64: %w", err)
 		}
 	}
+	// Like Talos in a container, the node is named after the container's hostname unless
+	// its config names it.
+	var hostname string
+	if mode == configgen.ModeContainer {
+		hostname, _ = os.Hostname()
+	}
 	out := cmd.ErrOrStderr()
 	log := funcr.New(func(prefix, args string) { _, _ = fmt.Fprintln(out, prefix, args) }, funcr.Options{Verbosity: o.verbose})
 	node, err := sim.NewNode(sim.Options{
 		Address: o.address, StateDir: o.stateDir, Mode: mode, BinDir: o.binDir, ConfigURL: o.configURL,
-		UUID: o.uuid, MAC: o.mac, BootDelay: o.bootDelay, RebootDelay: o.rebootDelay, UpgradeDelay: o.upgradeDelay, Log: log,
+		UUID: o.uuid, MAC: o.mac, BootDelay: o.bootDelay, RebootDelay: o.rebootDelay, UpgradeDelay: o.upgradeDelay, Hostname: hostname, Log: log,
 	})
 	if err != nil {
 		return err

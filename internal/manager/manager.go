@@ -57,6 +57,12 @@ type Provider struct {
 
 	// SetupWebhooks registers the provider's webhooks; nil when it serves none.
 	SetupWebhooks func(mgr ctrl.Manager) error
+
+	// AddFlags registers the provider's own flags; nil when it has none.
+	AddFlags func(fs *pflag.FlagSet)
+
+	// Validate checks the provider's own flags after parsing; nil when it has none.
+	Validate func() error
 }
 
 // Main parses the command line, runs the provider's manager until SIGTERM or SIGINT, and
@@ -66,6 +72,9 @@ func Main(p Provider) {
 	fs := pflag.CommandLine
 	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
 	opts.AddFlags(fs)
+	if p.AddFlags != nil {
+		p.AddFlags(fs)
+	}
 	// controller-runtime registers --kubeconfig on the standard flag set.
 	fs.AddGoFlagSet(flag.CommandLine)
 	fs.Bool("version", false, "Print the version and exit.")
@@ -81,7 +90,7 @@ func Main(p Provider) {
 	}
 	ctrl.SetLogger(klog.Background())
 	log := ctrl.Log.WithName("setup")
-	if err := opts.Validate(); err != nil {
+	if err := errors.Join(opts.Validate(), validate(p)); err != nil {
 		log.Error(err, "Invalid flags")
 		os.Exit(1)
 	}
@@ -155,6 +164,13 @@ func Run(ctx context.Context, p Provider, opts *Options, restConfig *rest.Config
 		}
 	}
 	return mgr.Start(ctx)
+}
+
+func validate(p Provider) error {
+	if p.Validate == nil {
+		return nil
+	}
+	return p.Validate()
 }
 
 func newScheme(addToScheme []func(*runtime.Scheme) error) (*runtime.Scheme, error) {

@@ -39,6 +39,10 @@ import (
 	machinehealthcheckreconciler "sigs.k8s.io/cluster-api/core/reconcilers/machinehealthcheck"
 	machinesetreconciler "sigs.k8s.io/cluster-api/core/reconcilers/machineset"
 	capisetup "sigs.k8s.io/cluster-api/core/setup"
+
+	bootstrapsetup "github.com/talon-capi/talon/bootstrap/setup"
+	controlplanesetup "github.com/talon-capi/talon/controlplane/setup"
+	infrastructuresetup "github.com/talon-capi/talon/infrastructure/setup"
 )
 
 // ManagerOptions say what a test manager runs.
@@ -47,8 +51,13 @@ type ManagerOptions struct {
 	// and MachineHealthCheck reconcilers, with a ClusterCache, in the manager.
 	CoreReconcilers bool
 
-	// Setup registers the reconcilers and webhooks under test.
+	// Setup registers the reconcilers under test. Every manager serves the webhooks of
+	// all of Talon's kinds: the plane's API server calls them for every write.
 	Setup func(ctx context.Context, mgr ctrl.Manager) error
+
+	// NoWebhooks leaves the webhooks to another manager running beside this one: all
+	// managers of a test process share the webhook port.
+	NoWebhooks bool
 }
 
 // managerCount numbers the managers a test process starts.
@@ -69,7 +78,7 @@ func (m *Manager) Stop() { m.stop() }
 
 // StartManager starts a manager against the plane, serving webhooks where the API server
 // calls them, and stops it when the test ends. Run one at a time per test process: all
-// managers share the webhook port.
+// managers share the webhook port (see NoWebhooks).
 func (e *Environment) StartManager(tb testing.TB, opts ManagerOptions) *Manager {
 	tb.Helper()
 	host, port, certDir := e.WebhookServing()
@@ -103,6 +112,12 @@ func (e *Environment) StartManager(tb testing.TB, opts ManagerOptions) *Manager 
 		if err := opts.Setup(ctx, mgr); err != nil {
 			cancel()
 			tb.Fatalf("Failed to set up the reconcilers under test: %v", err)
+		}
+	}
+	if !opts.NoWebhooks {
+		if err := errors.Join(bootstrapsetup.Webhooks(mgr), controlplanesetup.Webhooks(mgr), infrastructuresetup.Webhooks(mgr)); err != nil {
+			cancel()
+			tb.Fatalf("Failed to set up Talon's webhooks: %v", err)
 		}
 	}
 

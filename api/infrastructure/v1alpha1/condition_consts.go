@@ -27,3 +27,40 @@ const (
 	// PausedCondition is true while reconciliation is paused.
 	PausedCondition = clusterv1.PausedCondition
 )
+
+// Conditions of TalosDockerCluster.
+const (
+	// NetworkReadyCondition is true when the cluster network exists.
+	NetworkReadyCondition = "NetworkReady"
+	// LoadBalancerAvailableCondition is true when the load balancer runs and forwards to
+	// the control-plane nodes.
+	LoadBalancerAvailableCondition = "LoadBalancerAvailable"
+)
+
+// Conditions of TalosDockerMachine.
+const (
+	// ContainerProvisionedCondition is true when the Machine's container (or simulated
+	// node) exists and runs.
+	ContainerProvisionedCondition = "ContainerProvisioned"
+	// NodeProviderIDSetCondition is true when the workload Node carries spec.providerID,
+	// which links it to the Machine.
+	NodeProviderIDSetCondition = "NodeProviderIDSet"
+)
+
+// Reasons of the Docker infrastructure conditions.
+const (
+	// ProvisionedReason: the object exists as specified.
+	ProvisionedReason = "Provisioned"
+	// ProvisioningFailedReason: the runtime refused the object; the message says why.
+	ProvisioningFailedReason = "ProvisioningFailed"
+	// ConflictReason: something else already holds a subnet, port or name.
+	ConflictReason = "Conflict"
+	// WaitingForClusterInfrastructureReason: the cluster network and load balancer are not ready.
+	WaitingForClusterInfrastructureReason = "WaitingForClusterInfrastructure"
+	// WaitingForBootstrapDataReason: the Machine has no bootstrap data yet.
+	WaitingForBootstrapDataReason = "WaitingForBootstrapData"
+	// WaitingForNodeReason: the workload Node has not registered yet.
+	WaitingForNodeReason = "WaitingForNode"
+	// DeletingReason: the object is being removed.
+	DeletingReason = "Deleting"
+)

@@ -30,6 +30,104 @@ type TalosDockerMachineSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	ProviderID string `json:"providerID,omitempty"`
+
+	// image is the Talos image the container runs; default
+	// ghcr.io/siderolabs/talos:<the Talos version Talon renders configs for>.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+
+	// cpus limits the container's CPUs, as a quantity such as "2" or "1500m"; default: unlimited.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	CPUs string `json:"cpus,omitempty"`
+
+	// memory limits the container's memory, as a quantity such as "2Gi"; default: unlimited.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	Memory string `json:"memory,omitempty"`
+
+	// extraMounts are host paths mounted into the container.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	ExtraMounts []DockerMount `json:"extraMounts,omitempty"`
+
+	// extraPortMappings publish container ports on the host.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	ExtraPortMappings []DockerPortMapping `json:"extraPortMappings,omitempty"`
+
+	// extraEnv adds environment variables to the container (PLATFORM, TALOSSKU and
+	// USERDATA are the provider's).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	ExtraEnv []DockerEnvVar `json:"extraEnv,omitempty"`
+}
+
+// DockerMount mounts a host path into a container.
+type DockerMount struct {
+	// hostPath is the absolute path on the Docker host.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	HostPath string `json:"hostPath,omitempty"`
+
+	// containerPath is the absolute path in the container.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	ContainerPath string `json:"containerPath,omitempty"`
+
+	// readOnly mounts the path read-only.
+	// +optional
+	ReadOnly *bool `json:"readOnly,omitempty"`
+}
+
+// DockerPortMapping publishes a container port on the host.
+type DockerPortMapping struct {
+	// containerPort is the port in the container.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	ContainerPort int32 `json:"containerPort,omitempty"`
+
+	// hostPort is the port on the host; it must be free.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	HostPort int32 `json:"hostPort,omitempty"`
+
+	// protocol is TCP (default) or UDP.
+	// +optional
+	// +kubebuilder:validation:Enum=TCP;UDP
+	Protocol string `json:"protocol,omitempty"`
+
+	// hostIP is the host address to bind; default: all.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	HostIP string `json:"hostIP,omitempty"`
+}
+
+// DockerEnvVar is an environment variable of a container.
+type DockerEnvVar struct {
+	// name of the variable.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name,omitempty"`
+
+	// value of the variable.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32768
+	Value string `json:"value,omitempty"`
 }
 
 // TalosDockerMachineStatus is the observed state of the node.

@@ -169,6 +169,9 @@ func generateConfig(bundle *secrets.Bundle, cluster Cluster, m Machine, contract
 	opts := []generate.Option{
 		generate.WithSecretsBundle(bundle),
 		generate.WithVersionContract(contract),
+		// Like talosctl cluster create: the endpoint is also in the machine certificates'
+		// SANs, so that workers reach trustd on the control plane through the endpoint.
+		generate.WithAdditionalSubjectAltNames([]string{cluster.Endpoint.Host}),
 	}
 	if cluster.DNSDomain != "" {
 		opts = append(opts, generate.WithDNSDomain(cluster.DNSDomain))

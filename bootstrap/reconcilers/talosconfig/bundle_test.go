@@ -17,7 +17,6 @@ limitations under the License.
 package talosconfig_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -25,14 +24,12 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	"github.com/talon-capi/talon/bootstrap/pkg/clustersecrets"
-	"github.com/talon-capi/talon/bootstrap/setup"
 	"github.com/talon-capi/talon/test/envtest"
 )
 
@@ -60,7 +57,7 @@ func TestOneBundleFromAColdStartOfFifty(t *testing.T) {
 	ctx := t.Context()
 	var configs []*bootstrapv1.TalosConfig
 	t.Run("create with only the webhooks running", func(t *testing.T) {
-		env.StartManager(t, envtest.ManagerOptions{Setup: func(_ context.Context, mgr ctrl.Manager) error { return setup.Webhooks(mgr) }})
+		env.StartManager(t, envtest.ManagerOptions{})
 		cluster := newProvisionedCluster(t, env, ns, "fifty", nil)
 		// The Cluster reconciler is not running yet: set what it would.
 		cluster.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "172.20.0.10", Port: 6443}

@@ -53,10 +53,7 @@ func startBootstrapProvider(t *testing.T, env *envtest.Environment) {
 	env.StartManager(t, envtest.ManagerOptions{
 		CoreReconcilers: true,
 		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
-			if err := setup.Reconcilers(ctx, mgr, opts); err != nil {
-				return err
-			}
-			return setup.Webhooks(mgr)
+			return setup.Reconcilers(ctx, mgr, opts)
 		},
 	})
 }

@@ -55,7 +55,7 @@ func TestManagerRestarts(t *testing.T) {
 		},
 	})
 	controlPlaneManager := func() *envtest.Manager {
-		return env.StartManager(t, envtest.ManagerOptions{Setup: func(ctx context.Context, mgr ctrl.Manager) error {
+		return env.StartManager(t, envtest.ManagerOptions{NoWebhooks: true, Setup: func(ctx context.Context, mgr ctrl.Manager) error {
 			return controlplanesetup.Reconcilers(ctx, mgr, manager.NewOptions())
 		}})
 	}

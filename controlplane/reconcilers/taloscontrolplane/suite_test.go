@@ -256,15 +256,9 @@ func startProviders(tb testing.TB, env *envtest.Environment, infra *simInfra) {
 	})
 }
 
-// startOthers registers the bootstrap provider and the webhooks of both providers.
+// startOthers registers the bootstrap provider.
 func startOthers(ctx context.Context, mgr ctrl.Manager) error {
-	if err := bootstrapsetup.Reconcilers(ctx, mgr, manager.NewOptions()); err != nil {
-		return err
-	}
-	if err := bootstrapsetup.Webhooks(mgr); err != nil {
-		return err
-	}
-	return controlplanesetup.Webhooks(mgr)
+	return bootstrapsetup.Reconcilers(ctx, mgr, manager.NewOptions())
 }
 
 // newCluster creates a Cluster with a provisioned TalosDockerCluster at the simulated

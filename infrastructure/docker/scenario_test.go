@@ -1,0 +1,372 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package docker_test
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	. "github.com/onsi/gomega"
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/kubeconfig"
+
+	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
+	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
+	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
+	bootstrapsetup "github.com/talon-capi/talon/bootstrap/setup"
+	controlplanesetup "github.com/talon-capi/talon/controlplane/setup"
+	"github.com/talon-capi/talon/infrastructure/docker"
+	"github.com/talon-capi/talon/infrastructure/docker/runtime"
+	infrasetup "github.com/talon-capi/talon/infrastructure/setup"
+	"github.com/talon-capi/talon/internal/manager"
+	"github.com/talon-capi/talon/sim/simtest"
+	testdocker "github.com/talon-capi/talon/test/docker"
+	"github.com/talon-capi/talon/test/envtest"
+	"github.com/talon-capi/talon/test/require"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("TALON_DEBUG_LOGS") != "" {
+		ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	}
+	os.Exit(envtest.Run(m))
+}
+
+// startProviders runs Cluster API's core reconcilers and Talon's three providers, the
+// infrastructure provider on rt, as their managers wire them.
+func startProviders(tb testing.TB, env *envtest.Environment, rt runtime.Runtime, lbImage string) *envtest.Manager {
+	tb.Helper()
+	return env.StartManager(tb, envtest.ManagerOptions{
+		CoreReconcilers: true,
+		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
+			opts := manager.NewOptions()
+			settings := infrasetup.NewSettings()
+			settings.LoadBalancerImage = lbImage
+			for _, setup := range []func() error{
+				func() error { return bootstrapsetup.Reconcilers(ctx, mgr, opts) },
+				func() error { return controlplanesetup.Reconcilers(ctx, mgr, opts) },
+				func() error { return infrasetup.Reconcilers(ctx, mgr, opts, settings, rt) },
+			} {
+				if err := setup(); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	})
+}
+
+// clusterSpec is what a scenario varies between runtimes.
+type clusterSpec struct {
+	name, namespace string
+	subnet          string
+	image           string // of the nodes; empty = the default Talos image
+	controlPlanes   int32
+	workers         int32
+}
+
+// createCluster applies a Talos cluster the way a user writes one: Cluster,
+// TalosDockerCluster, TalosControlPlane with a TalosDockerMachineTemplate, and a
+// MachineDeployment of workers with a TalosConfigTemplate.
+func createCluster(tb testing.TB, c client.Client, s clusterSpec) {
+	tb.Helper()
+	g := NewWithT(tb)
+	ctx := tb.Context()
+	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Namespace: s.namespace} }
+	objects := []client.Object{
+		&infrav1.TalosDockerCluster{ObjectMeta: meta(s.name), Spec: infrav1.TalosDockerClusterSpec{
+			Network: infrav1.DockerNetwork{Subnet: s.subnet},
+		}},
+		&infrav1.TalosDockerMachineTemplate{ObjectMeta: meta(s.name + "-machines"), Spec: infrav1.TalosDockerMachineTemplateSpec{
+			Template: infrav1.TalosDockerMachineTemplateResource{Spec: infrav1.TalosDockerMachineSpec{Image: s.image}},
+		}},
+		&bootstrapv1.TalosConfigTemplate{ObjectMeta: meta(s.name + "-workers"), Spec: bootstrapv1.TalosConfigTemplateSpec{
+			Template: bootstrapv1.TalosConfigTemplateResource{Spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeWorker}},
+		}},
+		&controlplanev1.TalosControlPlane{ObjectMeta: meta(s.name), Spec: controlplanev1.TalosControlPlaneSpec{
+			Replicas: ptr.To(s.controlPlanes),
+			Version:  simtest.KubernetesVersion,
+			MachineTemplate: controlplanev1.TalosControlPlaneMachineTemplate{Spec: controlplanev1.TalosControlPlaneMachineTemplateSpec{
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+					APIGroup: infrav1.GroupVersion.Group, Kind: "TalosDockerMachineTemplate", Name: s.name + "-machines",
+				},
+			}},
+			ControlPlaneConfig: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane},
+		}},
+		&clusterv1.MachineDeployment{ObjectMeta: meta(s.name + "-workers"), Spec: clusterv1.MachineDeploymentSpec{
+			ClusterName: s.name,
+			Replicas:    ptr.To(s.workers),
+			// Cluster API's defaulting webhook, not run here, would set this.
+			Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
+				Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
+				RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
+					MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+				},
+			}},
+			Selector:    metav1.LabelSelector{MatchLabels: map[string]string{"pool": s.name + "-workers"}},
+			Template: clusterv1.MachineTemplateSpec{
+				ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"pool": s.name + "-workers"}},
+				Spec: clusterv1.MachineSpec{
+					ClusterName: s.name,
+					Version:     simtest.KubernetesVersion,
+					Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: bootstrapv1.GroupVersion.Group, Kind: "TalosConfigTemplate", Name: s.name + "-workers",
+					}},
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: infrav1.GroupVersion.Group, Kind: "TalosDockerMachineTemplate", Name: s.name + "-machines",
+					},
+				},
+			},
+		}},
+		&clusterv1.Cluster{ObjectMeta: meta(s.name), Spec: clusterv1.ClusterSpec{
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "TalosDockerCluster", Name: s.name},
+			ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: controlplanev1.GroupVersion.Group, Kind: "TalosControlPlane", Name: s.name},
+			ClusterNetwork: clusterv1.ClusterNetwork{
+				Pods:     clusterv1.NetworkRanges{CIDRBlocks: []string{"10.244.0.0/16"}},
+				Services: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.96.0.0/12"}},
+			},
+		}},
+	}
+	for _, o := range objects {
+		g.Expect(c.Create(ctx, o)).To(Succeed(), "create %T %s", o, o.GetName())
+	}
+}
+
+// waitForRunning waits until the cluster has want Machines, all Running (their Nodes
+// linked by providerID), and returns them.
+func waitForRunning(tb testing.TB, c client.Client, s clusterSpec, want int, timeout time.Duration) []clusterv1.Machine {
+	tb.Helper()
+	var machines []clusterv1.Machine
+	NewWithT(tb).Eventually(func(g Gomega) {
+		machines = running(tb.Context(), g, c, s, want)
+	}).WithTimeout(timeout).WithPolling(time.Second).Should(Succeed())
+	return machines
+}
+
+// running expects the cluster to have want Machines, all Running with a Node.
+func running(ctx context.Context, g Gomega, c client.Client, s clusterSpec, want int) []clusterv1.Machine {
+	list := &clusterv1.MachineList{}
+	g.Expect(c.List(ctx, list, client.InNamespace(s.namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: s.name})).To(Succeed())
+	var states []string
+	for _, m := range list.Items {
+		state := m.Name + ": " + m.Status.Phase
+		if c := conditions.Get(&m, clusterv1.MachineReadyCondition); c != nil && c.Status != metav1.ConditionTrue {
+			state += " (" + c.Message + ")"
+		}
+		states = append(states, state)
+	}
+	g.Expect(list.Items).To(HaveLen(want), "Machines: %v", states)
+	for _, m := range list.Items {
+		g.Expect(m.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)), "Machines: %v", states)
+		g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "Machines: %v", states)
+	}
+	return list.Items
+}
+
+// workload returns a client of the workload cluster through its kubeconfig Secret, which
+// names the control-plane endpoint.
+func workload(tb testing.TB, c client.Client, s clusterSpec) *kubernetes.Clientset {
+	tb.Helper()
+	data, err := kubeconfig.FromSecret(tb.Context(), c, client.ObjectKey{Namespace: s.namespace, Name: s.name})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	config, err := clientcmd.RESTConfigFromKubeConfig(data)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	config.Timeout = 5 * time.Second
+	return kubernetes.NewForConfigOrDie(config)
+}
+
+// runScenario is the Docker provider's acceptance scenario on rt: a cluster of one
+// control-plane and two worker Machines comes up with linked Nodes; its only control-plane
+// node is replaced while the endpoint keeps answering through the load balancer; deleting
+// the cluster leaves nothing in the runtime.
+func runScenario(t *testing.T, env *envtest.Environment, rt runtime.Runtime, s clusterSpec) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	c := env.Client
+	createCluster(t, c, s)
+	key := runtime.Cluster{Namespace: s.namespace, Name: s.name}
+
+	start := time.Now()
+	machines := waitForRunning(t, c, s, int(s.controlPlanes+s.workers), 5*time.Minute)
+	t.Logf("%d Machines Running after %s on the %s runtime", len(machines), time.Since(start).Round(time.Second), rt.Name())
+
+	// Every Node carries its Machine's providerID, set by the provider.
+	kube := workload(t, c, s)
+	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(nodes.Items).To(HaveLen(len(machines)))
+	for _, m := range machines {
+		g.Expect(m.Spec.ProviderID).To(Equal(docker.ProviderID(key, m.Name)))
+		node := findNode(nodes.Items, m.Status.NodeRef.Name)
+		g.Expect(node).NotTo(BeNil(), "Node of Machine %s", m.Name)
+		g.Expect(node.Spec.ProviderID).To(Equal(m.Spec.ProviderID))
+	}
+	dc := &infrav1.TalosDockerCluster{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: s.name}, dc)).To(Succeed())
+	g.Expect(dc.Spec.ControlPlaneEndpoint.Host).To(Equal(dc.Status.LoadBalancer.Address))
+	g.Expect(dc.Status.LoadBalancer.Backends).To(HaveLen(int(s.controlPlanes)))
+
+	// Replace the only control-plane node: the endpoint keeps answering.
+	var oldCP string
+	for _, m := range machines {
+		if _, ok := m.Labels[clusterv1.MachineControlPlaneLabel]; ok {
+			oldCP = m.Name
+		}
+	}
+	probe := newEndpointProbe(ctx, kube)
+	tcp := &controlplanev1.TalosControlPlane{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: s.name}, tcp)).To(Succeed())
+	patch := client.MergeFrom(tcp.DeepCopy())
+	tcp.Spec.Rollout.After = metav1.Now()
+	g.Expect(c.Patch(ctx, tcp, patch)).To(Succeed())
+	start = time.Now()
+	g.Eventually(func(g Gomega) {
+		for _, m := range running(ctx, g, c, s, int(s.controlPlanes+s.workers)) {
+			g.Expect(m.Name).NotTo(Equal(oldCP))
+		}
+	}).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	ok, failedRequests, longest := probe.stop()
+	t.Logf("Control-plane node replaced after %s; endpoint: %d requests answered, %d failed, longest outage %s",
+		time.Since(start).Round(time.Second), ok, failedRequests, longest.Round(10*time.Millisecond))
+	g.Expect(ok).To(BeNumerically(">", 0))
+	nodes, err = kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	g.Expect(err).NotTo(HaveOccurred(), "the endpoint answers after the replacement")
+	g.Expect(findNode(nodes.Items, oldCP)).To(BeNil(), "the old control-plane Node is gone")
+
+	// Deleting the cluster leaves nothing behind.
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: s.namespace}}
+	g.Expect(c.Delete(ctx, cluster)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)
+		g.Expect(client.IgnoreNotFound(err)).To(Succeed())
+		g.Expect(err).To(HaveOccurred(), "Cluster %s is gone", s.name)
+	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	left, err := rt.Nodes(ctx, key)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(left).To(BeEmpty())
+}
+
+func findNode(nodes []corev1.Node, name string) *corev1.Node {
+	for i := range nodes {
+		if nodes[i].Name == name {
+			return &nodes[i]
+		}
+	}
+	return nil
+}
+
+// endpointProbe asks the workload API server for its Nodes through the endpoint five times
+// a second and counts what fails.
+type endpointProbe struct {
+	mu            sync.Mutex
+	ok, failed    int
+	down, longest time.Duration
+	lastOK        time.Time
+	cancel        context.CancelFunc
+	done          chan struct{}
+}
+
+func newEndpointProbe(ctx context.Context, kube *kubernetes.Clientset) *endpointProbe {
+	ctx, cancel := context.WithCancel(ctx)
+	p := &endpointProbe{cancel: cancel, done: make(chan struct{}), lastOK: time.Now()}
+	go func() {
+		defer close(p.done)
+		for ctx.Err() == nil {
+			_, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})
+			p.mu.Lock()
+			if err == nil {
+				p.ok++
+				p.lastOK = time.Now()
+			} else if ctx.Err() == nil {
+				p.failed++
+				p.longest = max(p.longest, time.Since(p.lastOK))
+			}
+			p.mu.Unlock()
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	return p
+}
+
+func (p *endpointProbe) stop() (ok, failed int, longest time.Duration) {
+	p.cancel()
+	<-p.done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ok, p.failed, p.longest
+}
+
+// TestSimRuntime runs the scenario on the in-process runtime: no Docker.
+func TestSimRuntime(t *testing.T) {
+	env := envtest.Get(t)
+	rt := runtime.NewSim(t.Context(), envtest.BinDir(), t.TempDir(), testr.NewWithOptions(t, testr.Options{Verbosity: 1}))
+	startProviders(t, env, rt, "")
+	runScenario(t, env, rt, clusterSpec{
+		name: "quick", namespace: env.NewNamespace(t, "sim-runtime"), subnet: "127.0.70.0/24", controlPlanes: 1, workers: 2,
+	})
+}
+
+// TestDockerRuntime runs the scenario against the Docker Engine with the simulator image
+// standing in for the Talos image and running the load balancer ('talon lb'), and checks
+// that the deleted cluster left no container, volume or network with its labels.
+func TestDockerRuntime(t *testing.T) {
+	require.Layer(t, testdocker.Layer, testdocker.Available(t.Context()))
+	env := envtest.Get(t)
+	var opts []runtime.DockerOption
+	if !testdocker.CanRunPrivileged(t.Context()) {
+		t.Log("This Docker Engine cannot run privileged containers: the simulated nodes run unprivileged")
+		opts = append(opts, runtime.WithUnprivilegedNodes())
+	}
+	rt, err := runtime.NewDocker(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close() })
+	s := clusterSpec{
+		name: "docker-quick", namespace: env.NewNamespace(t, "docker-runtime"), subnet: "172.30.121.0/24",
+		image: testdocker.SimImage(), controlPlanes: 1, workers: 2,
+	}
+	// Container names are the host's: remove what an interrupted run left, in any namespace.
+	testdocker.RemoveLabelled(t, map[string]string{runtime.LabelCluster: s.name})
+	labels := runtime.Cluster{Namespace: s.namespace, Name: s.name}.Labels()
+	startProviders(t, env, rt, testdocker.SimImage())
+	runScenario(t, env, rt, s)
+	NewWithT(t).Expect(testdocker.Leftovers(t.Context(), labels)).To(BeEmpty())
+}
