@@ -82,19 +82,24 @@ func TestDockerConflicts(t *testing.T) {
 		g.Expect(env.Client.Create(ctx, data)).To(Succeed())
 		dm := &infrav1.TalosDockerMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ports-node"}, Spec: infrav1.TalosDockerMachineSpec{
 			Image:             testdocker.SimImage(),
-			ExtraPortMappings: []infrav1.DockerPortMapping{{ContainerPort: 80, HostPort: int32(port)}}, //nolint:gosec // a port
+			ExtraPortMappings: []infrav1.DockerPortMapping{{ContainerPort: 80, HostPort: int32(port)}},
 		}}
 		g.Expect(env.Client.Create(ctx, dm)).To(Succeed())
-		g.Expect(env.Client.Create(ctx, &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ports-node"}, Spec: clusterv1.MachineSpec{
+		machine := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ports-node"}, Spec: clusterv1.MachineSpec{
 			ClusterName: "ports",
 			Bootstrap:   clusterv1.Bootstrap{DataSecretName: &data.Name},
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
 				APIGroup: infrav1.GroupVersion.Group, Kind: "TalosDockerMachine", Name: dm.Name,
 			},
-		}})).To(Succeed())
+		}}
+		g.Expect(env.Client.Create(ctx, machine)).To(Succeed())
 		expectCondition(t, env.Client, dm, infrav1.ContainerProvisionedCondition, infrav1.ConflictReason, strconv.Itoa(port))
-		g.Expect(testdocker.Leftovers(ctx, map[string]string{runtime.LabelMachine: "ports-node"})).To(BeEmpty(),
-			"the container that could not start is removed with its volumes")
+		running, err := testdocker.Docker(ctx, "ps", "--quiet", "--filter", "label="+runtime.LabelMachine+"=ports-node")
+		g.Expect(running, err).To(BeEmpty(), "no container runs: one that cannot start is removed with its volumes")
+		g.Expect(env.Client.Delete(ctx, machine)).To(Succeed())
+		g.Eventually(func() ([]string, error) {
+			return testdocker.Leftovers(ctx, map[string]string{runtime.LabelMachine: "ports-node"})
+		}).WithTimeout(time.Minute).Should(BeEmpty(), "deleting the Machine leaves nothing")
 	})
 }
 

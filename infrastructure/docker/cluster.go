@@ -179,7 +179,7 @@ func (r *ClusterReconciler) reconcileNormal(ctx context.Context, key runtime.Clu
 		subnet, err := netip.ParsePrefix(dc.Spec.Network.Subnet)
 		if err != nil {
 			// The webhook refuses this; it can only come from objects written around it.
-			setFalse(dc, infrav1.NetworkReadyCondition, infrav1.ProvisioningFailedReason, "spec.network.subnet %q is not a CIDR: %v", dc.Spec.Network.Subnet, err)
+			setFalsef(dc, infrav1.NetworkReadyCondition, infrav1.ProvisioningFailedReason, "spec.network.subnet %q is not a CIDR: %v", dc.Spec.Network.Subnet, err)
 			return ctrl.Result{}, nil
 		}
 		spec.Subnet = subnet
@@ -189,7 +189,7 @@ func (r *ClusterReconciler) reconcileNormal(ctx context.Context, key runtime.Clu
 		return failed(dc, infrav1.NetworkReadyCondition, "Cannot create network "+spec.Name, err)
 	}
 	dc.Status.Network = infrav1.DockerNetworkStatus{Name: network.Name, Subnet: network.Subnet.String()}
-	setTrue(dc, infrav1.NetworkReadyCondition, "Network %s has subnet %s", network.Name, network.Subnet)
+	setTruef(dc, infrav1.NetworkReadyCondition, "Network %s has subnet %s", network.Name, network.Subnet)
 
 	image := dc.Spec.LoadBalancer.Image
 	if image == "" {
@@ -217,14 +217,14 @@ func (r *ClusterReconciler) reconcileNormal(ctx context.Context, key runtime.Clu
 			return failed(dc, infrav1.LoadBalancerAvailableCondition, "Cannot update load balancer "+lb.Name, err)
 		}
 	}
-	dc.Status.LoadBalancer = infrav1.DockerLoadBalancerStatus{Address: lb.Address.String(), HostPort: int32(lb.HostPort)} //nolint:gosec // a port
+	dc.Status.LoadBalancer = infrav1.DockerLoadBalancerStatus{Address: lb.Address.String(), HostPort: int32(lb.HostPort)}
 	for _, b := range backends {
 		dc.Status.LoadBalancer.Backends = append(dc.Status.LoadBalancer.Backends, b.String())
 	}
 	if len(backends) == 0 {
-		setTrue(dc, infrav1.LoadBalancerAvailableCondition, "Load balancer %s serves %s:%d; no control-plane node yet", lb.Name, lb.Address, runtime.APIServerPort)
+		setTruef(dc, infrav1.LoadBalancerAvailableCondition, "Load balancer %s serves %s:%d; no control-plane node yet", lb.Name, lb.Address, runtime.APIServerPort)
 	} else {
-		setTrue(dc, infrav1.LoadBalancerAvailableCondition, "Load balancer %s serves %s:%d for %d control-plane nodes", lb.Name, lb.Address, runtime.APIServerPort, len(backends))
+		setTruef(dc, infrav1.LoadBalancerAvailableCondition, "Load balancer %s serves %s:%d for %d control-plane nodes", lb.Name, lb.Address, runtime.APIServerPort, len(backends))
 	}
 
 	if !dc.Spec.ControlPlaneEndpoint.IsValid() {
@@ -243,7 +243,7 @@ func (r *ClusterReconciler) reconcileDelete(ctx context.Context, key runtime.Clu
 		return ctrl.Result{}, err
 	}
 	if len(nodes) > 0 {
-		setFalse(dc, infrav1.LoadBalancerAvailableCondition, infrav1.DeletingReason,
+		setFalsef(dc, infrav1.LoadBalancerAvailableCondition, infrav1.DeletingReason,
 			"Waiting for %d nodes to be deleted before the load balancer and network go (first: %s)", len(nodes), nodes[0].Name)
 		return ctrl.Result{RequeueAfter: converging}, nil
 	}
@@ -261,17 +261,17 @@ func (r *ClusterReconciler) reconcileDelete(ctx context.Context, key runtime.Clu
 // slowly; anything else is returned for the controller's backoff.
 func failed(obj conditions.Setter, condition, doing string, err error) (ctrl.Result, error) {
 	if errors.Is(err, runtime.ErrConflict) {
-		setFalse(obj, condition, infrav1.ConflictReason, "%s: %v", doing, err)
+		setFalsef(obj, condition, infrav1.ConflictReason, "%s: %v", doing, err)
 		return ctrl.Result{RequeueAfter: retryConflict}, nil
 	}
-	setFalse(obj, condition, infrav1.ProvisioningFailedReason, "%s: %v", doing, err)
+	setFalsef(obj, condition, infrav1.ProvisioningFailedReason, "%s: %v", doing, err)
 	return ctrl.Result{}, fmt.Errorf("%s: %w", doing, err)
 }
 
-func setTrue(obj conditions.Setter, condition, format string, args ...any) {
+func setTruef(obj conditions.Setter, condition, format string, args ...any) {
 	conditions.Set(obj, metav1.Condition{Type: condition, Status: metav1.ConditionTrue, Reason: infrav1.ProvisionedReason, Message: fmt.Sprintf(format, args...)})
 }
 
-func setFalse(obj conditions.Setter, condition, reason, format string, args ...any) {
+func setFalsef(obj conditions.Setter, condition, reason, format string, args ...any) {
 	conditions.Set(obj, metav1.Condition{Type: condition, Status: metav1.ConditionFalse, Reason: reason, Message: fmt.Sprintf(format, args...)})
 }

@@ -189,10 +189,10 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, key runtime.Clu
 		}
 	}
 	if !node.Running {
-		setFalse(dm, infrav1.ContainerProvisionedCondition, infrav1.ProvisioningFailedReason,
+		setFalsef(dm, infrav1.ContainerProvisionedCondition, infrav1.ProvisioningFailedReason,
 			"Node %s stopped; delete the Machine to replace it (a MachineHealthCheck does this by itself)", node.Name)
 	} else {
-		setTrue(dm, infrav1.ContainerProvisionedCondition, "Node %s runs at %s on the %s runtime", node.Name, node.Address, r.Runtime.Name())
+		setTruef(dm, infrav1.ContainerProvisionedCondition, "Node %s runs at %s on the %s runtime", node.Name, node.Address, r.Runtime.Name())
 	}
 	dm.Spec.ProviderID = ProviderID(key, machine.Name)
 	dm.Status.Addresses = []clusterv1.MachineAddress{
@@ -215,12 +215,12 @@ func (r *MachineReconciler) createNode(ctx context.Context, key runtime.Cluster,
 	}
 	subnet, err := netip.ParsePrefix(dc.Status.Network.Subnet)
 	if err != nil || !ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false) {
-		setFalse(dm, infrav1.ContainerProvisionedCondition, infrav1.WaitingForClusterInfrastructureReason,
+		setFalsef(dm, infrav1.ContainerProvisionedCondition, infrav1.WaitingForClusterInfrastructureReason,
 			"Waiting for the network and load balancer of Cluster %s (TalosDockerCluster %s)", cluster.Name, cluster.Spec.InfrastructureRef.Name)
 		return ctrl.Result{}, nil
 	}
 	if machine.Spec.Bootstrap.DataSecretName == nil {
-		setFalse(dm, infrav1.ContainerProvisionedCondition, infrav1.WaitingForBootstrapDataReason,
+		setFalsef(dm, infrav1.ContainerProvisionedCondition, infrav1.WaitingForBootstrapDataReason,
 			"Waiting for the bootstrap provider to render the machine config of Machine %s", machine.Name)
 		return ctrl.Result{}, nil
 	}
@@ -230,7 +230,7 @@ func (r *MachineReconciler) createNode(ctx context.Context, key runtime.Cluster,
 	}
 	spec, err := nodeSpec(key, machine, dm)
 	if err != nil {
-		setFalse(dm, infrav1.ContainerProvisionedCondition, infrav1.ProvisioningFailedReason, "%v", err)
+		setFalsef(dm, infrav1.ContainerProvisionedCondition, infrav1.ProvisioningFailedReason, "%v", err)
 		return ctrl.Result{}, nil
 	}
 	spec.Network = dc.Status.Network.Name
@@ -322,19 +322,19 @@ func (r *MachineReconciler) setNodeProviderID(ctx context.Context, cluster *clus
 	}
 	key := client.ObjectKeyFromObject(cluster)
 	if !conditions.IsTrue(cluster, clusterv1.ClusterControlPlaneInitializedCondition) {
-		setFalse(dm, infrav1.NodeProviderIDSetCondition, infrav1.WaitingForNodeReason, "Waiting for the control plane of Cluster %s to be initialized", cluster.Name)
+		setFalsef(dm, infrav1.NodeProviderIDSetCondition, infrav1.WaitingForNodeReason, "Waiting for the control plane of Cluster %s to be initialized", cluster.Name)
 		return ctrl.Result{}, nil
 	}
 	if err := r.ClusterCache.Watch(ctx, key, clustercache.NewWatcher(clustercache.WatcherOptions{
 		Name: "talosdockermachine-watchNodes", Watcher: r.controller, Kind: &corev1.Node{},
 		EventHandler: handler.EnqueueRequestsFromMapFunc(r.nodeToMachine(cluster.Namespace)),
 	})); err != nil {
-		setFalse(dm, infrav1.NodeProviderIDSetCondition, infrav1.WaitingForNodeReason, "Waiting for a connection to the workload cluster: %v", err)
+		setFalsef(dm, infrav1.NodeProviderIDSetCondition, infrav1.WaitingForNodeReason, "Waiting for a connection to the workload cluster: %v", err)
 		return ctrl.Result{RequeueAfter: converging}, nil
 	}
 	workload, err := r.ClusterCache.GetClient(ctx, key)
 	if err != nil {
-		setFalse(dm, infrav1.NodeProviderIDSetCondition, infrav1.WaitingForNodeReason, "Waiting for a connection to the workload cluster: %v", err)
+		setFalsef(dm, infrav1.NodeProviderIDSetCondition, infrav1.WaitingForNodeReason, "Waiting for a connection to the workload cluster: %v", err)
 		return ctrl.Result{RequeueAfter: converging}, nil
 	}
 	nodes := &corev1.NodeList{}
@@ -355,14 +355,14 @@ func (r *MachineReconciler) setNodeProviderID(ctx context.Context, cluster *clus
 				return ctrl.Result{}, fmt.Errorf("failed to set the providerID of Node %s: %w", n.Name, err)
 			}
 		default:
-			setFalse(dm, infrav1.NodeProviderIDSetCondition, infrav1.ConflictReason,
+			setFalsef(dm, infrav1.NodeProviderIDSetCondition, infrav1.ConflictReason,
 				"Node %s has providerID %s, not %s: delete the Node so that it registers again", n.Name, n.Spec.ProviderID, dm.Spec.ProviderID)
 			return ctrl.Result{RequeueAfter: retryConflict}, nil
 		}
-		setTrue(dm, infrav1.NodeProviderIDSetCondition, "Node %s has providerID %s", n.Name, dm.Spec.ProviderID)
+		setTruef(dm, infrav1.NodeProviderIDSetCondition, "Node %s has providerID %s", n.Name, dm.Spec.ProviderID)
 		return ctrl.Result{}, nil
 	}
-	setFalse(dm, infrav1.NodeProviderIDSetCondition, infrav1.WaitingForNodeReason, "Waiting for node %s to register in the workload cluster", node.Name)
+	setFalsef(dm, infrav1.NodeProviderIDSetCondition, infrav1.WaitingForNodeReason, "Waiting for node %s to register in the workload cluster", node.Name)
 	return ctrl.Result{}, nil
 }
 
@@ -409,7 +409,7 @@ func (r *MachineReconciler) deleteOrphan(ctx context.Context, dm *infrav1.TalosD
 
 // reconcileDelete stops and removes the Machine's node with its volumes.
 func (r *MachineReconciler) reconcileDelete(ctx context.Context, key runtime.Cluster, machine *clusterv1.Machine, dm *infrav1.TalosDockerMachine) (ctrl.Result, error) {
-	setFalse(dm, infrav1.ContainerProvisionedCondition, infrav1.DeletingReason, "Deleting node %s", machine.Name)
+	setFalsef(dm, infrav1.ContainerProvisionedCondition, infrav1.DeletingReason, "Deleting node %s", machine.Name)
 	if err := r.Runtime.DeleteNode(ctx, key, machine.Name); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to delete node %s: %w", machine.Name, err)
 	}

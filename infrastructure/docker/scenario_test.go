@@ -64,9 +64,9 @@ func TestMain(m *testing.M) {
 
 // startProviders runs Cluster API's core reconcilers and Talon's three providers, the
 // infrastructure provider on rt, as their managers wire them.
-func startProviders(tb testing.TB, env *envtest.Environment, rt runtime.Runtime, lbImage string) *envtest.Manager {
+func startProviders(tb testing.TB, env *envtest.Environment, rt runtime.Runtime, lbImage string) {
 	tb.Helper()
-	return env.StartManager(tb, envtest.ManagerOptions{
+	env.StartManager(tb, envtest.ManagerOptions{
 		CoreReconcilers: true,
 		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
 			opts := manager.NewOptions()
@@ -133,7 +133,7 @@ func createCluster(tb testing.TB, c client.Client, s clusterSpec) {
 					MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
 				},
 			}},
-			Selector:    metav1.LabelSelector{MatchLabels: map[string]string{"pool": s.name + "-workers"}},
+			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"pool": s.name + "-workers"}},
 			Template: clusterv1.MachineTemplateSpec{
 				ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"pool": s.name + "-workers"}},
 				Spec: clusterv1.MachineSpec{
@@ -177,7 +177,7 @@ func waitForRunning(tb testing.TB, c client.Client, s clusterSpec, want int, tim
 func running(ctx context.Context, g Gomega, c client.Client, s clusterSpec, want int) []clusterv1.Machine {
 	list := &clusterv1.MachineList{}
 	g.Expect(c.List(ctx, list, client.InNamespace(s.namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: s.name})).To(Succeed())
-	var states []string
+	states := make([]string, 0, len(list.Items))
 	for _, m := range list.Items {
 		state := m.Name + ": " + m.Status.Phase
 		if c := conditions.Get(&m, clusterv1.MachineReadyCondition); c != nil && c.Status != metav1.ConditionTrue {
@@ -214,6 +214,7 @@ func workload(tb testing.TB, c client.Client, s clusterSpec) *kubernetes.Clients
 // node is replaced while the endpoint keeps answering through the load balancer; deleting
 // the cluster leaves nothing in the runtime.
 func runScenario(t *testing.T, env *envtest.Environment, rt runtime.Runtime, s clusterSpec) {
+	t.Helper()
 	g := NewWithT(t)
 	ctx := t.Context()
 	c := env.Client
@@ -267,7 +268,15 @@ func runScenario(t *testing.T, env *envtest.Environment, rt runtime.Runtime, s c
 	g.Expect(err).NotTo(HaveOccurred(), "the endpoint answers after the replacement")
 	g.Expect(findNode(nodes.Items, oldCP)).To(BeNil(), "the old control-plane Node is gone")
 
-	// Deleting the cluster leaves nothing behind.
+	deleteCluster(t, c, rt, s)
+}
+
+// deleteCluster deletes the Cluster, waits until it is gone and expects no node of it left
+// in the runtime.
+func deleteCluster(tb testing.TB, c client.Client, rt runtime.Runtime, s clusterSpec) {
+	tb.Helper()
+	g := NewWithT(tb)
+	ctx := tb.Context()
 	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: s.namespace}}
 	g.Expect(c.Delete(ctx, cluster)).To(Succeed())
 	g.Eventually(func(g Gomega) {
@@ -275,9 +284,7 @@ func runScenario(t *testing.T, env *envtest.Environment, rt runtime.Runtime, s c
 		g.Expect(client.IgnoreNotFound(err)).To(Succeed())
 		g.Expect(err).To(HaveOccurred(), "Cluster %s is gone", s.name)
 	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
-	left, err := rt.Nodes(ctx, key)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(left).To(BeEmpty())
+	g.Expect(rt.Nodes(ctx, runtime.Cluster{Namespace: s.namespace, Name: s.name})).To(BeEmpty())
 }
 
 func findNode(nodes []corev1.Node, name string) *corev1.Node {
@@ -292,12 +299,12 @@ func findNode(nodes []corev1.Node, name string) *corev1.Node {
 // endpointProbe asks the workload API server for its Nodes through the endpoint five times
 // a second and counts what fails.
 type endpointProbe struct {
-	mu            sync.Mutex
-	ok, failed    int
-	down, longest time.Duration
-	lastOK        time.Time
-	cancel        context.CancelFunc
-	done          chan struct{}
+	mu         sync.Mutex
+	ok, failed int
+	longest    time.Duration
+	lastOK     time.Time
+	cancel     context.CancelFunc
+	done       chan struct{}
 }
 
 func newEndpointProbe(ctx context.Context, kube *kubernetes.Clientset) *endpointProbe {

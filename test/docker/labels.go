@@ -73,7 +73,7 @@ func RemoveLabelled(tb testing.TB, labels map[string]string) {
 }
 
 func filters(labels map[string]string) []string {
-	var args []string
+	args := make([]string, 0, 2*len(labels))
 	for _, k := range slices.Sorted(maps.Keys(labels)) {
 		args = append(args, "--filter", "label="+k+"="+labels[k])
 	}

@@ -98,7 +98,7 @@ func (b *Balancer) checkOnce(ctx context.Context, client *http.Client) {
 			if was, checked := b.healthy[port][backend]; checked && was == ok {
 				continue
 			}
-			endpoint := netip.AddrPortFrom(backend, uint16(port)) //nolint:gosec // a port
+			endpoint := netip.AddrPortFrom(backend, uint16(port))
 			if ok {
 				log.Info("Backend is healthy", "backend", endpoint.String())
 				continue

@@ -201,7 +201,7 @@ func (b *Balancer) dial(ctx context.Context, port int) (net.Conn, netip.AddrPort
 		backend := backends[(start+uint64(i))%uint64(len(backends))]
 		conn, err := dialBackend(ctx, backend, port)
 		if err == nil {
-			return conn, netip.AddrPortFrom(backend, uint16(port)), nil //nolint:gosec // a port
+			return conn, netip.AddrPortFrom(backend, uint16(port)), nil
 		}
 		errs = append(errs, err)
 	}

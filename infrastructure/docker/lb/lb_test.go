@@ -110,7 +110,7 @@ func TestClosesConnectionsOfFailedBackends(t *testing.T) {
 	g.Expect(answeringBackends(t.Context(), address, 2)).To(ConsistOf("127.0.60.42", "127.0.60.43"))
 
 	// Two idle connections, one to each backend (round-robin).
-	var conns []*net.TCPConn
+	conns := make([]*net.TCPConn, 0, 2)
 	for range 2 {
 		c, err := (&net.Dialer{}).DialContext(t.Context(), "tcp", address)
 		g.Expect(err).NotTo(HaveOccurred())

@@ -242,7 +242,9 @@ func (d *Docker) startContainer(ctx context.Context, c startRequest) error {
 		}
 	}
 	if taken := takenResource(err, c.hostPorts, c.address); taken != "" {
-		return fmt.Errorf("failed to start container %s of cluster %s: %s: %w: %w", c.name, c.cluster, taken, ErrConflict, err)
+		// Not the daemon's message: it names the endpoint of this attempt, and a message
+		// that changes with every attempt would make every retry a new condition.
+		return fmt.Errorf("failed to start container %s of cluster %s: %s: %w", c.name, c.cluster, taken, ErrConflict)
 	}
 	return fmt.Errorf("failed to start container %s of cluster %s: %w", c.name, c.cluster, err)
 }
