@@ -113,20 +113,26 @@ func (n *Node) registerNode(ctx context.Context, cfg talosconfig.Provider, c *ku
 	return c.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
 }
 
-// postStatus reports the node's Ready condition, addresses and versions.
+// postStatus reports the node's conditions (Ready, and no memory, disk or PID pressure, as
+// a kubelet with room to spare does), addresses and versions.
 func (n *Node) postStatus(ctx context.Context, cfg talosconfig.Provider, c *kubernetes.Clientset, node *corev1.Node,
 	ready corev1.ConditionStatus, reason, message string) error {
 	now := metav1.Now()
-	transition := now
-	for _, cond := range node.Status.Conditions {
-		if cond.Type == corev1.NodeReady && cond.Status == ready {
-			transition = cond.LastTransitionTime
+	condition := func(t corev1.NodeConditionType, status corev1.ConditionStatus, reason, message string) corev1.NodeCondition {
+		transition := now
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == t && cond.Status == status {
+				transition = cond.LastTransitionTime
+			}
 		}
+		return corev1.NodeCondition{Type: t, Status: status, Reason: reason, Message: message, LastHeartbeatTime: now, LastTransitionTime: transition}
 	}
-	node.Status.Conditions = []corev1.NodeCondition{{
-		Type: corev1.NodeReady, Status: ready, Reason: reason, Message: message,
-		LastHeartbeatTime: now, LastTransitionTime: transition,
-	}}
+	node.Status.Conditions = []corev1.NodeCondition{
+		condition(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+		condition(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+		condition(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+		condition(corev1.NodeReady, ready, reason, message),
+	}
 	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.ip.String()}, {Type: corev1.NodeHostName, Address: node.Name}}
 	node.Status.NodeInfo.KubeletVersion = kubeletVersion(cfg)
 	node.Status.NodeInfo.OSImage = "Talos (" + n.talosVersion() + ", simulated)"

@@ -43,8 +43,12 @@ func Provider() manager.Provider {
 
 // Reconcilers registers the TalosControlPlane reconciler with mgr.
 func Reconcilers(ctx context.Context, mgr ctrl.Manager, opts *manager.Options) error {
+	cache, err := manager.NewClusterCache(ctx, mgr, "talon-control-plane-manager", opts)
+	if err != nil {
+		return err
+	}
 	return (&taloscontrolplane.Reconciler{
-		Client: mgr.GetClient(), TalosClients: talosclient.NewFactory(), WatchFilterValue: opts.WatchFilter,
+		Client: mgr.GetClient(), TalosClients: talosclient.NewFactory(), ClusterCache: cache, WatchFilterValue: opts.WatchFilter,
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.Concurrency})
 }
 

@@ -29,6 +29,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -36,6 +37,7 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	capicontrollerutil "sigs.k8s.io/cluster-api/util/controller"
 	"sigs.k8s.io/cluster-api/util/patch"
@@ -80,7 +82,7 @@ func (r *ClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manag
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("controller", "talosdockercluster")
 	err := capicontrollerutil.NewControllerManagedBy(mgr, log).
-		For(&infrav1.TalosDockerCluster{}).
+		For(&infrav1.TalosDockerCluster{}, builder.WithPredicates(predicates.ResourceIsNotExternallyManaged(mgr.GetScheme(), log))).
 		WithOptions(options).
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
 		Watches(&clusterv1.Cluster{},
@@ -120,6 +122,11 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
+	}
+	if annotations.IsExternallyManaged(dc) {
+		// Someone else provides the network and endpoint (cluster.x-k8s.io/managed-by).
+		ctrl.LoggerFrom(ctx).V(4).Info("The TalosDockerCluster is managed by someone else")
+		return ctrl.Result{}, nil
 	}
 	cluster, err := util.GetOwnerCluster(ctx, r.Client, dc.ObjectMeta)
 	if err != nil {

@@ -28,9 +28,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
-	"sigs.k8s.io/cluster-api/controllers/clustercache"
-	capisetup "sigs.k8s.io/cluster-api/core/setup"
-
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
 	"github.com/talon-capi/talon/infrastructure/docker"
 	dockerruntime "github.com/talon-capi/talon/infrastructure/docker/runtime"
@@ -143,14 +140,9 @@ func (s *Settings) NewRuntime(ctx context.Context) (dockerruntime.Runtime, error
 // ClusterCache of their own to reach the workload clusters, on rt.
 func Reconcilers(ctx context.Context, mgr ctrl.Manager, opts *manager.Options, s *Settings, rt dockerruntime.Runtime) error {
 	options := controller.Options{MaxConcurrentReconciles: opts.Concurrency}
-	cache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
-		SecretClient:     mgr.GetClient(),
-		Cache:            capisetup.ClusterCacheCacheOptions(),
-		Client:           capisetup.ClusterCacheClientOptions("talon-infrastructure-manager", opts.KubeAPIQPS, opts.KubeAPIBurst),
-		WatchFilterValue: opts.WatchFilter,
-	}, options)
+	cache, err := manager.NewClusterCache(ctx, mgr, "talon-infrastructure-manager", opts)
 	if err != nil {
-		return fmt.Errorf("failed to set up the ClusterCache: %w", err)
+		return err
 	}
 	return errors.Join(
 		(&docker.ClusterReconciler{

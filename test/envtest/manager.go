@@ -34,11 +34,16 @@ import (
 
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	clusterreconciler "sigs.k8s.io/cluster-api/core/reconcilers/cluster"
+	clusterclassreconciler "sigs.k8s.io/cluster-api/core/reconcilers/clusterclass"
 	machinereconciler "sigs.k8s.io/cluster-api/core/reconcilers/machine"
 	machinedeploymentreconciler "sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment"
 	machinehealthcheckreconciler "sigs.k8s.io/cluster-api/core/reconcilers/machinehealthcheck"
 	machinesetreconciler "sigs.k8s.io/cluster-api/core/reconcilers/machineset"
+	topologyclusterreconciler "sigs.k8s.io/cluster-api/core/reconcilers/topology/cluster"
+	topologymachinedeploymentreconciler "sigs.k8s.io/cluster-api/core/reconcilers/topology/machinedeployment"
+	topologymachinesetreconciler "sigs.k8s.io/cluster-api/core/reconcilers/topology/machineset"
 	capisetup "sigs.k8s.io/cluster-api/core/setup"
+	capifeature "sigs.k8s.io/cluster-api/feature"
 
 	bootstrapsetup "github.com/talon-capi/talon/bootstrap/setup"
 	controlplanesetup "github.com/talon-capi/talon/controlplane/setup"
@@ -50,6 +55,10 @@ type ManagerOptions struct {
 	// CoreReconcilers runs Cluster API's own Cluster, Machine, MachineSet, MachineDeployment
 	// and MachineHealthCheck reconcilers, with a ClusterCache, in the manager.
 	CoreReconcilers bool
+
+	// Topology also runs Cluster API's ClusterClass and managed-topology reconcilers (with
+	// the ClusterTopology feature gate on), for clusters built from a ClusterClass.
+	Topology bool
 
 	// Setup registers the reconcilers under test. Every manager serves the webhooks of
 	// all of Talon's kinds: the plane's API server calls them for every write.
@@ -102,10 +111,16 @@ func (e *Environment) StartManager(tb testing.TB, opts ManagerOptions) *Manager 
 
 	ctx, cancel := context.WithCancel(ctrl.LoggerInto(context.Background(), ctrl.Log.WithName("test-manager")))
 	m := &Manager{Manager: mgr}
-	if opts.CoreReconcilers {
+	if opts.CoreReconcilers || opts.Topology {
 		if m.ClusterCache, err = setupCoreReconcilers(ctx, mgr); err != nil {
 			cancel()
 			tb.Fatalf("Failed to set up Cluster API's core reconcilers: %v", err)
+		}
+	}
+	if opts.Topology {
+		if err := setupTopologyReconcilers(ctx, mgr, m.ClusterCache); err != nil {
+			cancel()
+			tb.Fatalf("Failed to set up Cluster API's topology reconcilers: %v", err)
 		}
 	}
 	if opts.Setup != nil {
@@ -141,6 +156,22 @@ func (e *Environment) StartManager(tb testing.TB, opts ManagerOptions) *Manager 
 		tb.Fatalf("Manager caches did not sync within 30s")
 	}
 	return m
+}
+
+// setupTopologyReconcilers wires Cluster API's ClusterClass and topology reconcilers as its
+// own manager does with the ClusterTopology feature gate on.
+func setupTopologyReconcilers(ctx context.Context, mgr ctrl.Manager, cache clustercache.ClusterCache) error {
+	if err := capifeature.MutableGates.Set(string(capifeature.ClusterTopology) + "=true"); err != nil {
+		return err
+	}
+	options := controller.Options{MaxConcurrentReconciles: 5}
+	c, reader := mgr.GetClient(), mgr.GetAPIReader()
+	return errors.Join(
+		(&clusterclassreconciler.Reconciler{Client: c}).SetupWithManager(ctx, mgr, options),
+		(&topologyclusterreconciler.Reconciler{Client: c, APIReader: reader, ClusterCache: cache}).SetupWithManager(ctx, mgr, options),
+		(&topologymachinedeploymentreconciler.Reconciler{Client: c, APIReader: reader}).SetupWithManager(ctx, mgr, options),
+		(&topologymachinesetreconciler.Reconciler{Client: c, APIReader: reader}).SetupWithManager(ctx, mgr, options),
+	)
 }
 
 // setupCoreReconcilers wires Cluster API's core reconcilers as its own manager does.

@@ -23,6 +23,7 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -33,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util"
 	capicontrollerutil "sigs.k8s.io/cluster-api/util/controller"
 	"sigs.k8s.io/cluster-api/util/patch"
@@ -66,28 +68,48 @@ type Reconciler struct {
 	Client client.Client
 	// TalosClients connects to the Talos API of the control-plane nodes.
 	TalosClients talosclient.Factory
+	// ClusterCache reaches the workload clusters: their Nodes and mirror Pods tell the
+	// health of the control-plane components, and Node events wake the reconciler.
+	ClusterCache clustercache.ClusterCache
 	// WatchFilterValue limits reconciliation to objects labelled with it.
 	WatchFilterValue string
+
+	controller capicontrollerutil.Controller
 }
 
 // SetupWithManager registers the reconciler with mgr.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
-	if r.Client == nil || r.TalosClients == nil {
-		return errors.New("taloscontrolplane reconciler needs a Client and TalosClients")
+	if r.Client == nil || r.TalosClients == nil || r.ClusterCache == nil {
+		return errors.New("taloscontrolplane reconciler needs a Client, TalosClients and a ClusterCache")
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("controller", "taloscontrolplane")
-	err := capicontrollerutil.NewControllerManagedBy(mgr, log).
+	c, err := capicontrollerutil.NewControllerManagedBy(mgr, log).
 		For(&controlplanev1.TalosControlPlane{}).
 		Owns(&clusterv1.Machine{}).
 		WithOptions(options).
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToControlPlane),
 			predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
-		Complete(ctx, r)
+		// A (re)connection to a workload cluster: its Nodes can be watched and read now.
+		WatchesRawSource(r.ClusterCache.GetClusterSource("taloscontrolplane", clusterToControlPlane)).
+		Build(ctx, r)
 	if err != nil {
 		return fmt.Errorf("failed to set up the taloscontrolplane controller: %w", err)
 	}
+	r.controller = c
 	return nil
+}
+
+// watchNodes makes the workload cluster's Node events reconcile its TalosControlPlane: a
+// node that registers, turns Ready or goes away changes what the control plane may do.
+func (r *Reconciler) watchNodes(ctx context.Context, s *scope) error {
+	tcp := client.ObjectKeyFromObject(s.tcp)
+	return r.ClusterCache.Watch(ctx, client.ObjectKeyFromObject(s.cluster), clustercache.NewWatcher(clustercache.WatcherOptions{
+		Name: "taloscontrolplane-watchNodes", Watcher: r.controller, Kind: &corev1.Node{},
+		EventHandler: handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []ctrl.Request {
+			return []ctrl.Request{{NamespacedName: tcp}}
+		}),
+	}))
 }
 
 // clusterToControlPlane maps a Cluster to its TalosControlPlane.

@@ -117,16 +117,19 @@ var staticPods = []string{"kube-apiserver", "kube-controller-manager", "kube-sch
 // observeComponents reads the health of each control-plane node from the workload cluster:
 // its Node is Ready and the mirror Pods of its static pods are Ready.
 func (r *Reconciler) observeComponents(ctx context.Context, s *scope) ([]string, error) {
-	kube, err := r.workloadClient(ctx, s)
-	if err != nil {
-		return nil, err
+	if err := r.watchNodes(ctx, s); err != nil {
+		return nil, fmt.Errorf("no connection to the workload cluster yet: %w", err)
 	}
-	pods, err := kube.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: "tier=control-plane"})
+	kube, err := r.ClusterCache.GetClient(ctx, client.ObjectKeyFromObject(s.cluster))
 	if err != nil {
+		return nil, fmt.Errorf("no connection to the workload cluster yet: %w", err)
+	}
+	pods := &corev1.PodList{}
+	if err := kube.List(ctx, pods, client.InNamespace(metav1.NamespaceSystem), client.MatchingLabels{"tier": "control-plane"}); err != nil {
 		return nil, fmt.Errorf("the workload API server does not answer: %w", err)
 	}
-	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
+	nodes := &corev1.NodeList{}
+	if err := kube.List(ctx, nodes); err != nil {
 		return nil, fmt.Errorf("the workload API server does not answer: %w", err)
 	}
 	readyPods := map[string]bool{}

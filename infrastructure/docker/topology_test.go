@@ -1,0 +1,166 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package docker_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
+	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
+	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
+	bootstrapsetup "github.com/talon-capi/talon/bootstrap/setup"
+	controlplanesetup "github.com/talon-capi/talon/controlplane/setup"
+	"github.com/talon-capi/talon/infrastructure/docker/runtime"
+	infrasetup "github.com/talon-capi/talon/infrastructure/setup"
+	"github.com/talon-capi/talon/internal/manager"
+	"github.com/talon-capi/talon/sim/simtest"
+	"github.com/talon-capi/talon/test/envtest"
+)
+
+// TestClusterClassTopology builds a cluster of one control-plane and one worker Machine from
+// a ClusterClass of Talon's templates, through Cluster API's topology reconciler, on the
+// in-process runtime, and upgrades its Kubernetes version through the topology: worker
+// Machines of the new version are created only once the control plane reports that version
+// (status.versions), which the test checks at every step.
+func TestClusterClassTopology(t *testing.T) {
+	const oldVersion, newVersion = "v1.35.4", simtest.KubernetesVersion
+	g := NewWithT(t)
+	ctx := t.Context()
+	env := envtest.Get(t)
+	rt := runtime.NewSim(ctx, envtest.BinDir(), t.TempDir(), logr.Discard())
+	env.StartManager(t, envtest.ManagerOptions{
+		Topology: true,
+		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
+			opts := manager.NewOptions()
+			if err := bootstrapsetup.Reconcilers(ctx, mgr, opts); err != nil {
+				return err
+			}
+			if err := controlplanesetup.Reconcilers(ctx, mgr, opts); err != nil {
+				return err
+			}
+			return infrasetup.Reconcilers(ctx, mgr, opts, infrasetup.NewSettings(), rt)
+		},
+	})
+	ns := env.NewNamespace(t, "topology")
+	c := env.Client
+	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Namespace: ns} }
+	ref := func(gv, kind, name string) clusterv1.ClusterClassTemplateReference {
+		return clusterv1.ClusterClassTemplateReference{APIVersion: gv, Kind: kind, Name: name}
+	}
+	infraGV, cpGV, bootstrapGV := infrav1.GroupVersion.String(), controlplanev1.GroupVersion.String(), bootstrapv1.GroupVersion.String()
+	for _, o := range []client.Object{
+		&infrav1.TalosDockerClusterTemplate{ObjectMeta: meta("talos"), Spec: infrav1.TalosDockerClusterTemplateSpec{
+			Template: infrav1.TalosDockerClusterTemplateResource{Spec: infrav1.TalosDockerClusterSpec{Network: infrav1.DockerNetwork{Subnet: "127.0.72.0/24"}}},
+		}},
+		&infrav1.TalosDockerMachineTemplate{ObjectMeta: meta("machines")},
+		&controlplanev1.TalosControlPlaneTemplate{ObjectMeta: meta("talos"), Spec: controlplanev1.TalosControlPlaneTemplateSpec{
+			Template: controlplanev1.TalosControlPlaneTemplateResource{Spec: controlplanev1.TalosControlPlaneTemplateResourceSpec{
+				ControlPlaneConfig: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane},
+			}},
+		}},
+		&bootstrapv1.TalosConfigTemplate{ObjectMeta: meta("workers"), Spec: bootstrapv1.TalosConfigTemplateSpec{
+			Template: bootstrapv1.TalosConfigTemplateResource{Spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeWorker}},
+		}},
+		&clusterv1.ClusterClass{ObjectMeta: meta("talos"), Spec: clusterv1.ClusterClassSpec{
+			Infrastructure: clusterv1.InfrastructureClass{TemplateRef: ref(infraGV, "TalosDockerClusterTemplate", "talos")},
+			ControlPlane: clusterv1.ControlPlaneClass{
+				TemplateRef:           ref(cpGV, "TalosControlPlaneTemplate", "talos"),
+				MachineInfrastructure: clusterv1.ControlPlaneClassMachineInfrastructureTemplate{TemplateRef: ref(infraGV, "TalosDockerMachineTemplate", "machines")},
+			},
+			Workers: clusterv1.WorkersClass{MachineDeployments: []clusterv1.MachineDeploymentClass{{
+				Class:          "worker",
+				Bootstrap:      clusterv1.MachineDeploymentClassBootstrapTemplate{TemplateRef: ref(bootstrapGV, "TalosConfigTemplate", "workers")},
+				Infrastructure: clusterv1.MachineDeploymentClassInfrastructureTemplate{TemplateRef: ref(infraGV, "TalosDockerMachineTemplate", "machines")},
+				// Cluster API's defaulting webhook, not run here, would set this.
+				Rollout: clusterv1.MachineDeploymentClassRolloutSpec{Strategy: clusterv1.MachineDeploymentClassRolloutStrategy{
+					Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
+					RollingUpdate: clusterv1.MachineDeploymentClassRolloutStrategyRollingUpdate{
+						MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+					},
+				}},
+			}}},
+		}},
+		&clusterv1.Cluster{ObjectMeta: meta("topology"), Spec: clusterv1.ClusterSpec{
+			ClusterNetwork: clusterv1.ClusterNetwork{
+				Pods:     clusterv1.NetworkRanges{CIDRBlocks: []string{"10.244.0.0/16"}},
+				Services: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.96.0.0/12"}},
+			},
+			Topology: clusterv1.Topology{
+				ClassRef:     clusterv1.ClusterClassRef{Name: "talos", Namespace: ns},
+				Version:      oldVersion,
+				ControlPlane: clusterv1.ControlPlaneTopology{Replicas: ptr.To[int32](1)},
+				Workers: clusterv1.WorkersTopology{MachineDeployments: []clusterv1.MachineDeploymentTopology{{
+					Class: "worker", Name: "md-0", Replicas: ptr.To[int32](1),
+				}}},
+			},
+		}},
+	} {
+		g.Expect(c.Create(ctx, o)).To(Succeed(), "create %T %s", o, o.GetName())
+	}
+
+	start := time.Now()
+	s := clusterSpec{name: "topology", namespace: ns}
+	machines := waitForRunning(t, c, s, 2, 5*time.Minute)
+	t.Logf("%d Machines Running %s after the Cluster was applied", len(machines), time.Since(start).Round(time.Second))
+
+	// A Kubernetes upgrade through the topology: the control plane rolls first; no worker
+	// Machine of the new version exists before the control plane reports that version.
+	cluster := &clusterv1.Cluster{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "topology"}, cluster)).To(Succeed())
+	patch := client.MergeFrom(cluster.DeepCopy())
+	cluster.Spec.Topology.Version = newVersion
+	g.Expect(c.Patch(ctx, cluster, patch)).To(Succeed())
+	start = time.Now()
+	workersWaited := false
+	g.Eventually(func(eg Gomega) {
+		// Machines first: a control plane seen afterwards is no older.
+		list := &clusterv1.MachineList{}
+		eg.Expect(c.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+		tcps := &controlplanev1.TalosControlPlaneList{}
+		eg.Expect(c.List(ctx, tcps, client.InNamespace(ns))).To(Succeed())
+		eg.Expect(tcps.Items).To(HaveLen(1))
+		reported := slices.Equal(tcps.Items[0].Status.Versions, []clusterv1.StatusVersion{{Version: newVersion, Replicas: 1}})
+		for _, m := range list.Items {
+			if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; !cp && m.Spec.Version == newVersion && !reported {
+				g.Expect(m.Name).To(BeEmpty(), "worker Machine %s of %s exists before the control plane reports %s: %v", m.Name, newVersion, newVersion, tcps.Items[0].Status.Versions)
+			}
+			if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; !cp && m.Spec.Version == oldVersion && !reported {
+				workersWaited = true
+			}
+		}
+		upgraded := running(ctx, eg, c, s, 2)
+		for _, m := range upgraded {
+			eg.Expect(m.Spec.Version).To(Equal(newVersion), "Machine %s", m.Name)
+		}
+	}).WithTimeout(5 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
+	g.Expect(workersWaited).To(BeTrue(), "the workers kept the old version while the control plane rolled")
+	t.Logf("Topology upgraded from %s to %s in %s", oldVersion, newVersion, time.Since(start).Round(time.Second))
+	deleteCluster(t, c, rt, s)
+}
