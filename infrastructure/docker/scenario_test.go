@@ -18,6 +18,9 @@ package docker_test
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
 	"os"
 	"sync"
 	"testing"
@@ -28,19 +31,19 @@ import (
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/kubeconfig"
+	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
 
-	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
 	bootstrapsetup "github.com/talon-capi/talon/bootstrap/setup"
@@ -95,70 +98,35 @@ type clusterSpec struct {
 	workers         int32
 }
 
-// createCluster applies a Talos cluster the way a user writes one: Cluster,
-// TalosDockerCluster, TalosControlPlane with a TalosDockerMachineTemplate, and a
-// MachineDeployment of workers with a TalosConfigTemplate.
+// createCluster applies the shipped cluster template (templates/cluster-template.yaml), as
+// clusterctl generate cluster renders it, with the scenario's subnet and node image.
 func createCluster(tb testing.TB, c client.Client, s clusterSpec) {
 	tb.Helper()
 	g := NewWithT(tb)
-	ctx := tb.Context()
-	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Namespace: s.namespace} }
-	objects := []client.Object{
-		&infrav1.TalosDockerCluster{ObjectMeta: meta(s.name), Spec: infrav1.TalosDockerClusterSpec{
-			Network: infrav1.DockerNetwork{Subnet: s.subnet},
-		}},
-		&infrav1.TalosDockerMachineTemplate{ObjectMeta: meta(s.name + "-machines"), Spec: infrav1.TalosDockerMachineTemplateSpec{
-			Template: infrav1.TalosDockerMachineTemplateResource{Spec: infrav1.TalosDockerMachineSpec{Image: s.image}},
-		}},
-		&bootstrapv1.TalosConfigTemplate{ObjectMeta: meta(s.name + "-workers"), Spec: bootstrapv1.TalosConfigTemplateSpec{
-			Template: bootstrapv1.TalosConfigTemplateResource{Spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeWorker}},
-		}},
-		&controlplanev1.TalosControlPlane{ObjectMeta: meta(s.name), Spec: controlplanev1.TalosControlPlaneSpec{
-			Replicas: ptr.To(s.controlPlanes),
-			Version:  simtest.KubernetesVersion,
-			MachineTemplate: controlplanev1.TalosControlPlaneMachineTemplate{Spec: controlplanev1.TalosControlPlaneMachineTemplateSpec{
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-					APIGroup: infrav1.GroupVersion.Group, Kind: "TalosDockerMachineTemplate", Name: s.name + "-machines",
-				},
-			}},
-			ControlPlaneConfig: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane},
-		}},
-		&clusterv1.MachineDeployment{ObjectMeta: meta(s.name + "-workers"), Spec: clusterv1.MachineDeploymentSpec{
-			ClusterName: s.name,
-			Replicas:    ptr.To(s.workers),
-			// Cluster API's defaulting webhook, not run here, would set this.
-			Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
-				Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
-				RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
-					MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
-				},
-			}},
-			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"pool": s.name + "-workers"}},
-			Template: clusterv1.MachineTemplateSpec{
-				ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"pool": s.name + "-workers"}},
-				Spec: clusterv1.MachineSpec{
-					ClusterName: s.name,
-					Version:     simtest.KubernetesVersion,
-					Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: bootstrapv1.GroupVersion.Group, Kind: "TalosConfigTemplate", Name: s.name + "-workers",
-					}},
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: infrav1.GroupVersion.Group, Kind: "TalosDockerMachineTemplate", Name: s.name + "-machines",
-					},
-				},
-			},
-		}},
-		&clusterv1.Cluster{ObjectMeta: meta(s.name), Spec: clusterv1.ClusterSpec{
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "TalosDockerCluster", Name: s.name},
-			ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: controlplanev1.GroupVersion.Group, Kind: "TalosControlPlane", Name: s.name},
-			ClusterNetwork: clusterv1.ClusterNetwork{
-				Pods:     clusterv1.NetworkRanges{CIDRBlocks: []string{"10.244.0.0/16"}},
-				Services: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.96.0.0/12"}},
-			},
-		}},
+	raw, err := os.ReadFile(filepath.Join(envtest.RepoRoot(), "templates", "cluster-template.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	variables := map[string]string{
+		"CLUSTER_NAME": s.name, "NAMESPACE": s.namespace, "KUBERNETES_VERSION": simtest.KubernetesVersion,
+		"CONTROL_PLANE_MACHINE_COUNT": strconv.Itoa(int(s.controlPlanes)), "WORKER_MACHINE_COUNT": strconv.Itoa(int(s.workers)),
 	}
-	for _, o := range objects {
-		g.Expect(c.Create(ctx, o)).To(Succeed(), "create %T %s", o, o.GetName())
+	if s.image != "" {
+		variables["TALOS_IMAGE"] = s.image
+	}
+	processed, err := yamlprocessor.NewSimpleProcessor().Process(raw, func(name string) (string, error) {
+		if v, ok := variables[name]; ok {
+			return v, nil
+		}
+		return "", fmt.Errorf("variable %s is not set", name)
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	objs, err := utilyaml.ToUnstructured(processed)
+	g.Expect(err).NotTo(HaveOccurred())
+	for i := range objs {
+		o := &objs[i]
+		if o.GetKind() == "TalosDockerCluster" && s.subnet != "" {
+			g.Expect(unstructured.SetNestedField(o.Object, s.subnet, "spec", "network", "subnet")).To(Succeed())
+		}
+		g.Expect(c.Create(tb.Context(), o)).To(Succeed(), "create %s %s", o.GetKind(), o.GetName())
 	}
 }
 
@@ -250,7 +218,7 @@ func runScenario(t *testing.T, env *envtest.Environment, rt runtime.Runtime, s c
 	}
 	probe := newEndpointProbe(ctx, kube)
 	tcp := &controlplanev1.TalosControlPlane{}
-	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: s.name}, tcp)).To(Succeed())
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: s.name + "-control-plane"}, tcp)).To(Succeed())
 	patch := client.MergeFrom(tcp.DeepCopy())
 	tcp.Spec.Rollout.After = metav1.Now()
 	g.Expect(c.Patch(ctx, tcp, patch)).To(Succeed())
