@@ -18,10 +18,12 @@ package docker_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
-	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -96,6 +98,8 @@ type clusterSpec struct {
 	image           string // of the nodes; empty = the default Talos image
 	controlPlanes   int32
 	workers         int32
+	// inspect, when set, checks the nodes of the Running Machines in the runtime.
+	inspect func(t *testing.T, machines []clusterv1.Machine)
 }
 
 // createCluster applies the shipped cluster template (templates/cluster-template.yaml), as
@@ -204,6 +208,9 @@ func runScenario(t *testing.T, env *envtest.Environment, rt runtime.Runtime, s c
 		g.Expect(node).NotTo(BeNil(), "Node of Machine %s", m.Name)
 		g.Expect(node.Spec.ProviderID).To(Equal(m.Spec.ProviderID))
 	}
+	if s.inspect != nil {
+		s.inspect(t, machines)
+	}
 	dc := &infrav1.TalosDockerCluster{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: s.name}, dc)).To(Succeed())
 	g.Expect(dc.Spec.ControlPlaneEndpoint.Host).To(Equal(dc.Status.LoadBalancer.Address))
@@ -253,6 +260,50 @@ func deleteCluster(tb testing.TB, c client.Client, rt runtime.Runtime, s cluster
 		g.Expect(err).To(HaveOccurred(), "Cluster %s is gone", s.name)
 	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	g.Expect(rt.Nodes(ctx, runtime.Cluster{Namespace: s.namespace, Name: s.name})).To(BeEmpty())
+}
+
+// expectTalosContainer checks that the Machine's container is what Talos expects in Docker
+// (see docs/docker.md): named and labelled after its Machine, the Machine's bootstrap data
+// as USERDATA, the platform, read-only root, tmpfs and volumes, on the cluster network at
+// the Machine's address.
+func expectTalosContainer(t *testing.T, c client.Client, s clusterSpec, m clusterv1.Machine, privileged bool) {
+	t.Helper()
+	g := NewWithT(t)
+	inspected := testdocker.Inspect(t, m.Name)
+	role := runtime.RoleWorker
+	if _, ok := m.Labels[clusterv1.MachineControlPlaneLabel]; ok {
+		role = runtime.RoleControlPlane
+	}
+	g.Expect(inspected.Config.Hostname).To(Equal(m.Name))
+	g.Expect(inspected.Config.Image).To(Equal(s.image))
+	g.Expect(inspected.Config.Labels).To(Equal(map[string]string{
+		runtime.LabelNamespace: s.namespace, runtime.LabelCluster: s.name, runtime.LabelMachine: m.Name, runtime.LabelRole: role,
+	}))
+	data := &corev1.Secret{}
+	g.Expect(c.Get(t.Context(), client.ObjectKey{Namespace: s.namespace, Name: *m.Spec.Bootstrap.DataSecretName}, data)).To(Succeed())
+	env := map[string]string{}
+	for _, e := range inspected.Config.Env {
+		k, v, _ := strings.Cut(e, "=")
+		env[k] = v
+	}
+	g.Expect(env).To(HaveKeyWithValue("PLATFORM", "container"))
+	g.Expect(env).To(HaveKeyWithValue("TALOSSKU", "2CPU-2048RAM"))
+	g.Expect(base64.StdEncoding.DecodeString(env["USERDATA"])).To(Equal(data.Data["value"]), "USERDATA is the Machine's bootstrap data")
+	g.Expect(inspected.HostConfig.Privileged).To(Equal(privileged))
+	g.Expect(inspected.HostConfig.SecurityOpt).To(ConsistOf("seccomp=unconfined"))
+	g.Expect(inspected.HostConfig.ReadonlyRootfs).To(BeTrue())
+	g.Expect(inspected.HostConfig.Tmpfs).To(SatisfyAll(HaveKey("/run"), HaveKey("/system"), HaveKey("/tmp")))
+	g.Expect(inspected.HostConfig.Sysctls).To(HaveKeyWithValue("net.ipv6.conf.all.disable_ipv6", "0"))
+	volumes := map[string]string{}
+	for _, mount := range inspected.Mounts {
+		volumes[mount.Destination] = mount.Name
+	}
+	for _, path := range []string{"/var", "/system/state", "/etc/cni", "/etc/kubernetes", "/usr/libexec/kubernetes", "/opt"} {
+		g.Expect(volumes).To(HaveKey(path), "a volume for %s (Talos 1.13 in a container)", path)
+	}
+	network := inspected.NetworkSettings.Networks[docker.NetworkName(runtime.Cluster{Namespace: s.namespace, Name: s.name})]
+	g.Expect(network).NotTo(BeNil())
+	g.Expect(network.IPAddress.String()).To(Equal(m.Status.Addresses[0].Address))
 }
 
 func findNode(nodes []corev1.Node, name string) *corev1.Node {
@@ -337,6 +388,12 @@ func TestDockerRuntime(t *testing.T) {
 	s := clusterSpec{
 		name: "docker-quick", namespace: env.NewNamespace(t, "docker-runtime"), subnet: "172.30.121.0/24",
 		image: testdocker.SimImage(), controlPlanes: 1, workers: 2,
+	}
+	s.inspect = func(t *testing.T, machines []clusterv1.Machine) {
+		t.Helper()
+		for _, m := range machines {
+			expectTalosContainer(t, env.Client, s, m, len(opts) == 0)
+		}
 	}
 	// Container names are the host's: remove what an interrupted run left, in any namespace.
 	testdocker.RemoveLabelled(t, map[string]string{runtime.LabelCluster: s.name})

@@ -19,7 +19,6 @@ package runtime
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"net"
 	"net/netip"
@@ -85,7 +84,7 @@ func TestDockerLifecycle(t *testing.T) {
 	g.Expect(strings.Fields(dockerCLI(t, "ps", "--all", "--quiet", "--filter", "label="+LabelMachine+"=cp-0"))).To(HaveLen(1))
 	g.Expect(d.Nodes(ctx, cluster)).To(ConsistOf(want))
 
-	c := inspectContainer(t, node.Name)
+	c := docker.Inspect(t, node.Name)
 	g.Expect(c.Config.Hostname).To(Equal(node.Name))
 	g.Expect(c.Config.Labels).To(Equal(map[string]string{
 		LabelNamespace: "talon-rt-test", LabelCluster: "lifecycle", LabelMachine: "cp-0", LabelRole: RoleControlPlane,
@@ -133,7 +132,7 @@ func TestDockerLifecycle(t *testing.T) {
 	dockerCLI(t, "stop", lbSpec.Name)
 	g.Expect(d.EnsureLoadBalancer(ctx, lbSpec)).To(Equal(balancer), "EnsureLoadBalancer starts a stopped container")
 	g.Expect(dockerCLI(t, "inspect", "--format", "{{.State.Running}}", lbSpec.Name)).To(Equal("true"))
-	c = inspectContainer(t, lbSpec.Name)
+	c = docker.Inspect(t, lbSpec.Name)
 	g.Expect(c.Config.Entrypoint).To(Equal([]string{"/usr/local/bin/talon", "lb", "--address", "0.0.0.0",
 		"--port", "6443", "--port", "50001", "--backends-file", "/run/talon-lb/backends"}))
 	g.Expect(c.Config.Labels).To(HaveKeyWithValue(LabelRole, RoleLoadBalancer))
@@ -393,15 +392,6 @@ func dockerCLI(t *testing.T, args ...string) string {
 		t.Fatal(err)
 	}
 	return out
-}
-
-func inspectContainer(t *testing.T, name string) containertypes.InspectResponse {
-	t.Helper()
-	var inspected []containertypes.InspectResponse
-	if err := json.Unmarshal([]byte(dockerCLI(t, "container", "inspect", name)), &inspected); err != nil || len(inspected) != 1 {
-		t.Fatalf("Cannot read the inspection of container %s (%d results): %v", name, len(inspected), err)
-	}
-	return inspected[0]
 }
 
 // readContainerFile copies a file out of a container: the simulator image has no shell.

@@ -18,11 +18,28 @@ package docker
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/moby/moby/api/types/container"
 )
+
+// Inspect returns what `docker container inspect` says about the container name.
+func Inspect(tb testing.TB, name string) container.InspectResponse {
+	tb.Helper()
+	out, err := Docker(tb.Context(), "container", "inspect", name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var inspected []container.InspectResponse
+	if err := json.Unmarshal([]byte(out), &inspected); err != nil || len(inspected) != 1 {
+		tb.Fatalf("Cannot read the inspection of container %s (%d results): %v", name, len(inspected), err)
+	}
+	return inspected[0]
+}
 
 // CanRunPrivileged reports whether the engine grants privileged mode: not when it runs
 // rootless or inside an unprivileged container. It runs the simulator image.
