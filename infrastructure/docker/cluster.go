@@ -129,10 +129,13 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 		return ctrl.Result{}, nil
 	}
 	cluster, err := util.GetOwnerCluster(ctx, r.Client, dc.ObjectMeta)
-	if err != nil {
+	if err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
 	if cluster == nil {
+		if !dc.DeletionTimestamp.IsZero() {
+			return r.deleteOrphan(ctx, dc)
+		}
 		ctrl.LoggerFrom(ctx).V(4).Info("Waiting for the Cluster to own the TalosDockerCluster")
 		return ctrl.Result{}, nil
 	}
@@ -219,7 +222,10 @@ func (r *ClusterReconciler) reconcileNormal(ctx context.Context, key runtime.Clu
 			backends = append(backends, n.Address)
 		}
 	}
-	if !slices.Equal(backends, lb.Backends) {
+	slices.SortFunc(backends, netip.Addr.Compare)
+	current := slices.Clone(lb.Backends)
+	slices.SortFunc(current, netip.Addr.Compare)
+	if !slices.Equal(backends, current) {
 		if err := r.Runtime.SetBackends(ctx, key, backends); err != nil {
 			return failed(dc, infrav1.LoadBalancerAvailableCondition, "Cannot update load balancer "+lb.Name, err)
 		}
@@ -262,6 +268,38 @@ func (r *ClusterReconciler) reconcileDelete(ctx context.Context, key runtime.Clu
 	}
 	controllerutil.RemoveFinalizer(dc, clusterFinalizer)
 	return ctrl.Result{}, nil
+}
+
+// deleteOrphan removes everything of a TalosDockerCluster whose Cluster is gone (its
+// nodes too: no Machine is left to remove them), then releases it.
+func (r *ClusterReconciler) deleteOrphan(ctx context.Context, dc *infrav1.TalosDockerCluster) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(dc, clusterFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	name := dc.Labels[clusterv1.ClusterNameLabel]
+	for _, ref := range dc.OwnerReferences {
+		if ref.Kind == "Cluster" {
+			name = ref.Name
+		}
+	}
+	if name != "" {
+		key := runtime.Cluster{Namespace: dc.Namespace, Name: name}
+		nodes, err := r.Runtime.Nodes(ctx, key)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		for _, n := range nodes {
+			if err := r.Runtime.DeleteNode(ctx, key, n.Machine); err != nil {
+				return ctrl.Result{}, fmt.Errorf("failed to delete node %s of cluster %s: %w", n.Name, key, err)
+			}
+		}
+		if err := errors.Join(r.Runtime.DeleteLoadBalancer(ctx, key), r.Runtime.DeleteNetwork(ctx, key)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to delete the load balancer and network of cluster %s: %w", key, err)
+		}
+	}
+	patch := client.MergeFrom(dc.DeepCopy())
+	controllerutil.RemoveFinalizer(dc, clusterFinalizer)
+	return ctrl.Result{}, r.Client.Patch(ctx, dc, patch)
 }
 
 // failed records err on condition: a conflict is the user's to resolve and is retried

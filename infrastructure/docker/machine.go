@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 
@@ -80,8 +81,14 @@ type MachineReconciler struct {
 	WatchFilterValue string
 
 	controller capicontrollerutil.Controller
-	// allocate serializes picking an address and creating the node on it.
-	allocate sync.Mutex
+	// allocating serializes, per cluster, picking an address and creating the node on it.
+	allocating sync.Map // runtime.Cluster → *sync.Mutex
+}
+
+// clusterLock is the lock that serializes address picking in cluster.
+func (r *MachineReconciler) clusterLock(cluster runtime.Cluster) *sync.Mutex {
+	lock, _ := r.allocating.LoadOrStore(cluster, &sync.Mutex{})
+	return lock.(*sync.Mutex)
 }
 
 // SetupWithManager registers the reconciler with mgr.
@@ -130,7 +137,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 		return ctrl.Result{}, err
 	}
 	machine, err := util.GetOwnerMachine(ctx, r.Client, dm.ObjectMeta)
-	if err != nil {
+	if err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
 	if machine == nil {
@@ -181,7 +188,9 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, key runtime.Clu
 		return ctrl.Result{}, err
 	}
 	if node == nil {
-		if result, err := r.createNode(ctx, key, cluster, machine, dm); err != nil || !result.IsZero() {
+		created, result, err := r.createNode(ctx, key, cluster, machine, dm)
+		if err != nil || !created {
+			// Waiting for the cluster or the bootstrap data: their events come back here.
 			return result, err
 		}
 		if node, err = runtime.FindNode(ctx, r.Runtime, key, machine.Name); err != nil || node == nil {
@@ -189,11 +198,14 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, key runtime.Clu
 		}
 	}
 	if !node.Running {
-		setFalsef(dm, infrav1.ContainerProvisionedCondition, infrav1.ProvisioningFailedReason,
-			"Node %s stopped; delete the Machine to replace it (a MachineHealthCheck does this by itself)", node.Name)
-	} else {
-		setTruef(dm, infrav1.ContainerProvisionedCondition, "Node %s runs at %s on the %s runtime", node.Name, node.Address, r.Runtime.Name())
+		// A stopped container (the Docker host restarted, say) starts again on its volumes,
+		// as the node it was: CreateNode starts an existing one.
+		ctrl.LoggerFrom(ctx).Info("Starting stopped node", "node", node.Name)
+		if _, err := r.Runtime.CreateNode(ctx, runtime.NodeSpec{Cluster: key, Machine: machine.Name, Name: node.Name}); err != nil {
+			return failed(dm, infrav1.ContainerProvisionedCondition, "Cannot start stopped node "+node.Name, err)
+		}
 	}
+	setTruef(dm, infrav1.ContainerProvisionedCondition, "Node %s runs at %s on the %s runtime", node.Name, node.Address, r.Runtime.Name())
 	dm.Spec.ProviderID = ProviderID(key, machine.Name)
 	dm.Status.Addresses = []clusterv1.MachineAddress{
 		{Type: clusterv1.MachineInternalIP, Address: node.Address.String()},
@@ -205,55 +217,58 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, key runtime.Clu
 }
 
 // createNode starts the Machine's node once the cluster network exists and the Machine has
-// its bootstrap data.
-func (r *MachineReconciler) createNode(ctx context.Context, key runtime.Cluster, cluster *clusterv1.Cluster, machine *clusterv1.Machine, dm *infrav1.TalosDockerMachine) (ctrl.Result, error) {
+// its bootstrap data; created says whether it did.
+func (r *MachineReconciler) createNode(ctx context.Context, key runtime.Cluster, cluster *clusterv1.Cluster, machine *clusterv1.Machine, dm *infrav1.TalosDockerMachine) (created bool, _ ctrl.Result, _ error) {
 	dc := &infrav1.TalosDockerCluster{}
 	if cluster.Spec.InfrastructureRef.Kind == "TalosDockerCluster" {
 		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: cluster.Spec.InfrastructureRef.Name}, dc); err != nil && !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, err
+			return false, ctrl.Result{}, err
 		}
 	}
 	subnet, err := netip.ParsePrefix(dc.Status.Network.Subnet)
 	if err != nil || !ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false) {
 		setFalsef(dm, infrav1.ContainerProvisionedCondition, infrav1.WaitingForClusterInfrastructureReason,
 			"Waiting for the network and load balancer of Cluster %s (TalosDockerCluster %s)", cluster.Name, cluster.Spec.InfrastructureRef.Name)
-		return ctrl.Result{}, nil
+		return false, ctrl.Result{}, nil
 	}
 	if machine.Spec.Bootstrap.DataSecretName == nil {
 		setFalsef(dm, infrav1.ContainerProvisionedCondition, infrav1.WaitingForBootstrapDataReason,
 			"Waiting for the bootstrap provider to render the machine config of Machine %s", machine.Name)
-		return ctrl.Result{}, nil
+		return false, ctrl.Result{}, nil
 	}
 	data := &corev1.Secret{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: machine.Namespace, Name: *machine.Spec.Bootstrap.DataSecretName}, data); err != nil {
-		return ctrl.Result{}, fmt.Errorf("failed to read the bootstrap data of Machine %s: %w", machine.Name, err)
+		return false, ctrl.Result{}, fmt.Errorf("failed to read the bootstrap data of Machine %s: %w", machine.Name, err)
 	}
 	spec, err := nodeSpec(key, machine, dm)
 	if err != nil {
 		setFalsef(dm, infrav1.ContainerProvisionedCondition, infrav1.ProvisioningFailedReason, "%v", err)
-		return ctrl.Result{}, nil
+		return false, ctrl.Result{}, nil
 	}
 	spec.Network = dc.Status.Network.Name
 	spec.UserData = data.Data["value"]
 
-	r.allocate.Lock()
-	defer r.allocate.Unlock()
+	lock := r.clusterLock(key)
+	lock.Lock()
+	defer lock.Unlock()
 	nodes, err := r.Runtime.Nodes(ctx, key)
 	if err != nil {
-		return ctrl.Result{}, err
+		return false, ctrl.Result{}, err
 	}
 	taken := []netip.Addr{runtime.LoadBalancerAddress(subnet)}
 	for _, n := range nodes {
 		taken = append(taken, n.Address)
 	}
 	if spec.Address, err = runtime.NextAddress(subnet, taken); err != nil {
-		return failed(dm, infrav1.ContainerProvisionedCondition, "Cannot place node "+spec.Name, err)
+		result, err := failed(dm, infrav1.ContainerProvisionedCondition, "Cannot place node "+spec.Name, err)
+		return false, result, err
 	}
 	if _, err := r.Runtime.CreateNode(ctx, spec); err != nil {
-		return failed(dm, infrav1.ContainerProvisionedCondition, "Cannot create node "+spec.Name, err)
+		result, err := failed(dm, infrav1.ContainerProvisionedCondition, "Cannot create node "+spec.Name, err)
+		return false, result, err
 	}
 	ctrl.LoggerFrom(ctx).Info("Created node", "node", spec.Name, "address", spec.Address, "runtime", r.Runtime.Name())
-	return ctrl.Result{}, nil
+	return false, ctrl.Result{}, nil
 }
 
 // nodeSpec turns a TalosDockerMachine into the runtime's node spec.
@@ -341,9 +356,12 @@ func (r *MachineReconciler) setNodeProviderID(ctx context.Context, cluster *clus
 	if err := workload.List(ctx, nodes); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to list the Nodes of Cluster %s: %w", cluster.Name, err)
 	}
+	// By name (nodes are named after their Machines), else by address: an address may have
+	// belonged to a Node of a deleted Machine.
+	byName := slices.IndexFunc(nodes.Items, func(n corev1.Node) bool { return n.Name == node.Name })
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		if n.Name != node.Name && !hasAddress(n, node.Address.String()) {
+		if byName >= 0 && i != byName || byName < 0 && !hasAddress(n, node.Address.String()) {
 			continue
 		}
 		switch n.Spec.ProviderID {

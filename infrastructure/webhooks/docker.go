@@ -209,6 +209,9 @@ func validateMachineSpec(spec infrav1.TalosDockerMachineSpec, p *field.Path) fie
 			protocol = "TCP"
 		}
 		key := fmt.Sprintf("%s/%d", protocol, pm.HostPort)
+		if pm.HostIP != "" {
+			key = pm.HostIP + ":" + key
+		}
 		if j, dup := seen[key]; dup {
 			errs = append(errs, field.Duplicate(pp.Child("hostPort"), fmt.Sprintf("host port %s is already published by extraPortMappings[%d]", key, j)))
 		}

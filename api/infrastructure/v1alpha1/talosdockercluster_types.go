@@ -149,7 +149,7 @@ type DockerLoadBalancerStatus struct {
 	// +kubebuilder:validation:MaxLength=64
 	Address string `json:"address,omitempty"`
 
-	// hostPort is where the endpoint is published on the host (127.0.0.1:<hostPort>).
+	// hostPort is where the endpoint is published on the host (on every host address).
 	// +optional
 	HostPort int32 `json:"hostPort,omitempty"`
 

@@ -137,10 +137,17 @@ func (d *Docker) networkByName(ctx context.Context, cluster Cluster, name string
 }
 
 func (d *Docker) createNetwork(ctx context.Context, cluster Cluster, spec NetworkSpec) error {
-	opts := client.NetworkCreateOptions{Driver: "bridge", Labels: cluster.Labels()}
-	if spec.Subnet.IsValid() {
-		opts.IPAM = &networktypes.IPAM{Config: []networktypes.IPAMConfig{{Subnet: spec.Subnet.Masked()}}}
+	if !spec.Subnet.IsValid() {
+		// Docker gives containers fixed addresses only on networks whose subnet was asked
+		// for: ask Docker for a free one, then ask for it.
+		subnet, err := d.freeSubnet(ctx, cluster, spec.Name+"-subnet-probe")
+		if err != nil {
+			return err
+		}
+		spec.Subnet = subnet
 	}
+	opts := client.NetworkCreateOptions{Driver: "bridge", Labels: cluster.Labels()}
+	opts.IPAM = &networktypes.IPAM{Config: []networktypes.IPAMConfig{{Subnet: spec.Subnet.Masked()}}}
 	if spec.MTU > 0 {
 		opts.Options = map[string]string{mtuOption: strconv.Itoa(spec.MTU)}
 	}
@@ -166,6 +173,26 @@ func (d *Docker) createNetwork(ctx context.Context, cluster Cluster, spec Networ
 	default:
 		return fmt.Errorf("failed to create network %s of cluster %s: %w", spec.Name, cluster, err)
 	}
+}
+
+// freeSubnet is a subnet Docker's address pools hold free now: that of a network named
+// probe, created and removed again.
+func (d *Docker) freeSubnet(ctx context.Context, cluster Cluster, probe string) (netip.Prefix, error) {
+	if _, err := d.client.NetworkCreate(ctx, probe, client.NetworkCreateOptions{Driver: "bridge", Labels: cluster.Labels()}); err != nil && !cerrdefs.IsConflict(err) {
+		return netip.Prefix{}, fmt.Errorf("failed to find a free subnet for cluster %s: %w", cluster, err)
+	}
+	found, err := d.networkByName(ctx, cluster, probe)
+	if err != nil || found == nil {
+		return netip.Prefix{}, fmt.Errorf("failed to find a free subnet for cluster %s: the probe network is gone: %w", cluster, err)
+	}
+	subnet := ipv4Subnet(found.IPAM)
+	if _, err := d.client.NetworkRemove(ctx, found.ID, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+		return netip.Prefix{}, fmt.Errorf("failed to remove probe network %s of cluster %s: %w", probe, cluster, err)
+	}
+	if !subnet.IsValid() {
+		return netip.Prefix{}, fmt.Errorf("docker gave probe network %s of cluster %s no IPv4 subnet", probe, cluster)
+	}
+	return subnet, nil
 }
 
 // networkOf reads a network's IPv4 subnet and gateway; Docker's default gateway is the

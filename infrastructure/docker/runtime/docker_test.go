@@ -434,3 +434,22 @@ func freePort(t *testing.T) int {
 	defer func() { _ = listener.Close() }()
 	return listener.Addr().(*net.TCPAddr).Port
 }
+
+// TestDockerNetworkWithoutSubnet: a cluster that names no subnet gets a free one Docker
+// picks, configured on the network as if asked for, so that nodes can have fixed addresses
+// on it; the probe network used to find it is gone.
+func TestDockerNetworkWithoutSubnet(t *testing.T) {
+	ctx := t.Context()
+	d := newTestDocker(t)
+	g := NewWithT(t)
+	cluster := Cluster{Namespace: "talon-rt-test", Name: "nosubnet"}
+	cleanUpCluster(t, cluster)
+	network, err := d.EnsureNetwork(ctx, cluster, NetworkSpec{Name: "talon-rt-test-nosubnet"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(network.Subnet.IsValid()).To(BeTrue())
+	g.Expect(dockerCLI(t, "network", "inspect", "--format", "{{range .IPAM.Config}}{{.Subnet}}{{end}}", network.Name)).
+		To(Equal(network.Subnet.String()), "the subnet is configured on the network")
+	g.Expect(dockerCLI(t, "network", "ls", "--quiet", "--filter", "name=talon-rt-test-nosubnet-subnet-probe")).To(BeEmpty())
+	g.Expect(d.DeleteNetwork(ctx, cluster)).To(Succeed())
+	expectNothingLeft(t, cluster)
+}
