@@ -179,12 +179,25 @@ func (s *machineService) EtcdForfeitLeadership(ctx context.Context, _ *machine.E
 // EtcdStatus reports this member's status as etcd sees it. It is read from the member
 // itself rather than through etcd's Status call, which panics in a member that has just
 // applied its own removal; a removed member answers FailedPrecondition.
-func (s *machineService) EtcdStatus(context.Context, *emptypb.Empty) (*machine.EtcdStatusResponse, error) {
+func (s *machineService) EtcdStatus(context.Context, *emptypb.Empty) (_ *machine.EtcdStatusResponse, err error) {
 	m, err := s.node.etcdMember()
 	if err != nil {
 		return nil, err
 	}
 	srv := m.server.Server
+	stopping := status.Error(codes.Unavailable, "this etcd member is stopping")
+	select {
+	case <-srv.StopNotify():
+		return nil, stopping
+	default:
+	}
+	// A member that stops meanwhile closes its backend under the reads below, and bbolt
+	// panics on a closed database: that is a member stopping, not a node crashing.
+	defer func() {
+		if recover() != nil {
+			err = stopping
+		}
+	}()
 	self := srv.Cluster().Member(srv.MemberID())
 	if self == nil {
 		return nil, status.Error(codes.FailedPrecondition, "this etcd member was removed from the cluster")
