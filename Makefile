@@ -110,8 +110,8 @@ release-manifests: $(KUSTOMIZE) ## Write the clusterctl components and metadata.
 	$(KUSTOMIZE) build config/bootstrap/default > $(OUT)/bootstrap-components.yaml
 	$(KUSTOMIZE) build config/controlplane/default > $(OUT)/control-plane-components.yaml
 	$(KUSTOMIZE) build config/infrastructure/default > $(OUT)/infrastructure-components.yaml
-	cp metadata.yaml templates/cluster-template.yaml $(OUT)/
-	@echo "Wrote $(OUT)/{bootstrap,control-plane,infrastructure}-components.yaml, metadata.yaml and cluster-template.yaml"
+	cp metadata.yaml templates/cluster-template.yaml templates/clusterclass-talos-docker.yaml $(OUT)/
+	@echo "Wrote $(OUT)/{bootstrap,control-plane,infrastructure}-components.yaml, metadata.yaml, cluster-template.yaml and clusterclass-talos-docker.yaml"
 
 .PHONY: docker-build
 docker-build: ## Build the manager images FROM scratch (no image is pulled)

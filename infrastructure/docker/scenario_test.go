@@ -106,9 +106,6 @@ type clusterSpec struct {
 // clusterctl generate cluster renders it, with the scenario's subnet and node image.
 func createCluster(tb testing.TB, c client.Client, s clusterSpec) {
 	tb.Helper()
-	g := NewWithT(tb)
-	raw, err := os.ReadFile(filepath.Join(envtest.RepoRoot(), "templates", "cluster-template.yaml"))
-	g.Expect(err).NotTo(HaveOccurred())
 	variables := map[string]string{
 		"CLUSTER_NAME": s.name, "NAMESPACE": s.namespace, "KUBERNETES_VERSION": simtest.KubernetesVersion,
 		"CONTROL_PLANE_MACHINE_COUNT": strconv.Itoa(int(s.controlPlanes)), "WORKER_MACHINE_COUNT": strconv.Itoa(int(s.workers)),
@@ -116,6 +113,21 @@ func createCluster(tb testing.TB, c client.Client, s clusterSpec) {
 	if s.image != "" {
 		variables["TALOS_IMAGE"] = s.image
 	}
+	applyTemplate(tb, c, "cluster-template.yaml", variables, func(o *unstructured.Unstructured) {
+		if o.GetKind() == "TalosDockerCluster" && s.subnet != "" {
+			NewWithT(tb).Expect(unstructured.SetNestedField(o.Object, s.subnet, "spec", "network", "subnet")).To(Succeed())
+		}
+	})
+}
+
+// applyTemplate creates the objects of a file in templates/, processed as clusterctl does
+// with variables (a variable without a value and without a default fails the test), each
+// changed by mutate first.
+func applyTemplate(tb testing.TB, c client.Client, file string, variables map[string]string, mutate func(*unstructured.Unstructured)) {
+	tb.Helper()
+	g := NewWithT(tb)
+	raw, err := os.ReadFile(filepath.Join(envtest.RepoRoot(), "templates", file))
+	g.Expect(err).NotTo(HaveOccurred())
 	processed, err := yamlprocessor.NewSimpleProcessor().Process(raw, func(name string) (string, error) {
 		if v, ok := variables[name]; ok {
 			return v, nil
@@ -127,8 +139,8 @@ func createCluster(tb testing.TB, c client.Client, s clusterSpec) {
 	g.Expect(err).NotTo(HaveOccurred())
 	for i := range objs {
 		o := &objs[i]
-		if o.GetKind() == "TalosDockerCluster" && s.subnet != "" {
-			g.Expect(unstructured.SetNestedField(o.Object, s.subnet, "spec", "network", "subnet")).To(Succeed())
+		if mutate != nil {
+			mutate(o)
 		}
 		g.Expect(c.Create(tb.Context(), o)).To(Succeed(), "create %s %s", o.GetKind(), o.GetName())
 	}

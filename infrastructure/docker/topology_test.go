@@ -18,23 +18,24 @@ package docker_test
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
-	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
-	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
 	bootstrapsetup "github.com/talon-capi/talon/bootstrap/setup"
 	controlplanesetup "github.com/talon-capi/talon/controlplane/setup"
 	"github.com/talon-capi/talon/infrastructure/docker/runtime"
@@ -45,7 +46,8 @@ import (
 )
 
 // TestClusterClassTopology builds a cluster of one control-plane and one worker Machine from
-// a ClusterClass of Talon's templates, through Cluster API's topology reconciler, on the
+// the shipped ClusterClass (templates/clusterclass-talos-docker.yaml) with two of its
+// variables set, through Cluster API's topology reconciler, on the
 // in-process runtime, and upgrades its Kubernetes version through the topology: worker
 // Machines of the new version are created only once the control plane reports that version
 // (status.versions), which the test checks at every step.
@@ -70,65 +72,44 @@ func TestClusterClassTopology(t *testing.T) {
 	})
 	ns := env.NewNamespace(t, "topology")
 	c := env.Client
-	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Namespace: ns} }
-	ref := func(gv, kind, name string) clusterv1.ClusterClassTemplateReference {
-		return clusterv1.ClusterClassTemplateReference{APIVersion: gv, Kind: kind, Name: name}
+	applyTemplate(t, c, "clusterclass-talos-docker.yaml", map[string]string{"NAMESPACE": ns}, nil)
+	variable := func(name string, value any) clusterv1.ClusterVariable {
+		raw, err := json.Marshal(value)
+		g.Expect(err).NotTo(HaveOccurred())
+		return clusterv1.ClusterVariable{Name: name, Value: apiextensionsv1.JSON{Raw: raw}}
 	}
-	infraGV, cpGV, bootstrapGV := infrav1.GroupVersion.String(), controlplanev1.GroupVersion.String(), bootstrapv1.GroupVersion.String()
-	for _, o := range []client.Object{
-		&infrav1.TalosDockerClusterTemplate{ObjectMeta: meta("talos"), Spec: infrav1.TalosDockerClusterTemplateSpec{
-			Template: infrav1.TalosDockerClusterTemplateResource{Spec: infrav1.TalosDockerClusterSpec{Network: infrav1.DockerNetwork{Subnet: "127.0.72.0/24"}}},
-		}},
-		&infrav1.TalosDockerMachineTemplate{ObjectMeta: meta("machines")},
-		&controlplanev1.TalosControlPlaneTemplate{ObjectMeta: meta("talos"), Spec: controlplanev1.TalosControlPlaneTemplateSpec{
-			Template: controlplanev1.TalosControlPlaneTemplateResource{Spec: controlplanev1.TalosControlPlaneTemplateResourceSpec{
-				ControlPlaneConfig: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane},
-			}},
-		}},
-		&bootstrapv1.TalosConfigTemplate{ObjectMeta: meta("workers"), Spec: bootstrapv1.TalosConfigTemplateSpec{
-			Template: bootstrapv1.TalosConfigTemplateResource{Spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeWorker}},
-		}},
-		&clusterv1.ClusterClass{ObjectMeta: meta("talos"), Spec: clusterv1.ClusterClassSpec{
-			Infrastructure: clusterv1.InfrastructureClass{TemplateRef: ref(infraGV, "TalosDockerClusterTemplate", "talos")},
-			ControlPlane: clusterv1.ControlPlaneClass{
-				TemplateRef:           ref(cpGV, "TalosControlPlaneTemplate", "talos"),
-				MachineInfrastructure: clusterv1.ControlPlaneClassMachineInfrastructureTemplate{TemplateRef: ref(infraGV, "TalosDockerMachineTemplate", "machines")},
-			},
-			Workers: clusterv1.WorkersClass{MachineDeployments: []clusterv1.MachineDeploymentClass{{
-				Class:          "worker",
-				Bootstrap:      clusterv1.MachineDeploymentClassBootstrapTemplate{TemplateRef: ref(bootstrapGV, "TalosConfigTemplate", "workers")},
-				Infrastructure: clusterv1.MachineDeploymentClassInfrastructureTemplate{TemplateRef: ref(infraGV, "TalosDockerMachineTemplate", "machines")},
-				// Cluster API's defaulting webhook, not run here, would set this.
-				Rollout: clusterv1.MachineDeploymentClassRolloutSpec{Strategy: clusterv1.MachineDeploymentClassRolloutStrategy{
-					Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
-					RollingUpdate: clusterv1.MachineDeploymentClassRolloutStrategyRollingUpdate{
-						MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
-					},
-				}},
+	g.Expect(c.Create(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "topology", Namespace: ns}, Spec: clusterv1.ClusterSpec{
+		ClusterNetwork: clusterv1.ClusterNetwork{
+			Pods:     clusterv1.NetworkRanges{CIDRBlocks: []string{"10.244.0.0/16"}},
+			Services: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.96.0.0/12"}},
+		},
+		Topology: clusterv1.Topology{
+			ClassRef:     clusterv1.ClusterClassRef{Name: "talos-docker", Namespace: ns},
+			Version:      oldVersion,
+			ControlPlane: clusterv1.ControlPlaneTopology{Replicas: ptr.To[int32](1)},
+			Workers: clusterv1.WorkersTopology{MachineDeployments: []clusterv1.MachineDeploymentTopology{{
+				Class: "worker", Name: "md-0", Replicas: ptr.To[int32](1),
 			}}},
-		}},
-		&clusterv1.Cluster{ObjectMeta: meta("topology"), Spec: clusterv1.ClusterSpec{
-			ClusterNetwork: clusterv1.ClusterNetwork{
-				Pods:     clusterv1.NetworkRanges{CIDRBlocks: []string{"10.244.0.0/16"}},
-				Services: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.96.0.0/12"}},
+			Variables: []clusterv1.ClusterVariable{
+				variable("workerConfigPatches", []string{"machine:\n  sysctls:\n    vm.max_map_count: \"262144\"\n"}),
+				variable("dockerSubnet", "127.0.72.0/24"),
 			},
-			Topology: clusterv1.Topology{
-				ClassRef:     clusterv1.ClusterClassRef{Name: "talos", Namespace: ns},
-				Version:      oldVersion,
-				ControlPlane: clusterv1.ControlPlaneTopology{Replicas: ptr.To[int32](1)},
-				Workers: clusterv1.WorkersTopology{MachineDeployments: []clusterv1.MachineDeploymentTopology{{
-					Class: "worker", Name: "md-0", Replicas: ptr.To[int32](1),
-				}}},
-			},
-		}},
-	} {
-		g.Expect(c.Create(ctx, o)).To(Succeed(), "create %T %s", o, o.GetName())
-	}
+		},
+	}})).To(Succeed())
 
 	start := time.Now()
 	s := clusterSpec{name: "topology", namespace: ns}
 	machines := waitForRunning(t, c, s, 2, 5*time.Minute)
 	t.Logf("%d Machines Running %s after the Cluster was applied", len(machines), time.Since(start).Round(time.Second))
+	// The class's variables reached the templates: the worker's config carries its patch,
+	// the nodes sit in the requested subnet.
+	for _, m := range machines {
+		data := &corev1.Secret{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: *m.Spec.Bootstrap.DataSecretName}, data)).To(Succeed())
+		_, isControlPlane := m.Labels[clusterv1.MachineControlPlaneLabel]
+		g.Expect(strings.Contains(string(data.Data["value"]), "vm.max_map_count")).To(Equal(!isControlPlane), "Machine %s", m.Name)
+		g.Expect(m.Status.Addresses[0].Address).To(HavePrefix("127.0.72."))
+	}
 
 	// A Kubernetes upgrade through the topology: the control plane rolls first; no worker
 	// Machine of the new version exists before the control plane reports that version.
