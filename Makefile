@@ -19,6 +19,10 @@ LDFLAGS := -X github.com/talon-capi/talon/internal/version.gitVersion=$(GIT_VERS
 	-X github.com/talon-capi/talon/internal/version.gitCommit=$(GIT_COMMIT) \
 	-X github.com/talon-capi/talon/internal/version.buildDate=$(BUILD_DATE)
 
+# The version of the clusterctl local repository release-manifests writes: the nextVersion
+# of clusterctl-settings.json.
+RELEASE_VERSION ?= v0.1.99
+
 IMAGE_REGISTRY ?= ghcr.io/talon-capi
 IMAGE_TAG ?= dev
 # The node simulator image (docs/sim.md), run by the Docker provider in place of Talos.
@@ -112,6 +116,16 @@ release-manifests: $(KUSTOMIZE) ## Write the clusterctl components and metadata.
 	$(KUSTOMIZE) build config/infrastructure/default > $(OUT)/infrastructure-components.yaml
 	cp metadata.yaml templates/cluster-template.yaml templates/clusterclass-talos-docker.yaml $(OUT)/
 	@echo "Wrote $(OUT)/{bootstrap,control-plane,infrastructure}-components.yaml, metadata.yaml, cluster-template.yaml and clusterclass-talos-docker.yaml"
+	@# A clusterctl local repository of these files and the clusterctl.yaml that points at it:
+	@#   clusterctl init --config out/clusterctl.yaml --bootstrap talon --control-plane talon --infrastructure talon
+	@rm -rf $(OUT)/repository; printf 'providers:\n' > $(OUT)/clusterctl.yaml
+	@for p in bootstrap:BootstrapProvider control-plane:ControlPlaneProvider infrastructure:InfrastructureProvider; do \
+		name=$${p%%:*}; dir=$(OUT)/repository/$$name-talon/$(RELEASE_VERSION); mkdir -p $$dir; \
+		cp $(OUT)/$$name-components.yaml $(OUT)/metadata.yaml $$dir/; \
+		printf -- '- name: talon\n  type: %s\n  url: file://%s/%s-components.yaml\n' $${p##*:} $$dir $$name >> $(OUT)/clusterctl.yaml; \
+	done
+	cp templates/cluster-template.yaml templates/clusterclass-talos-docker.yaml $(OUT)/repository/infrastructure-talon/$(RELEASE_VERSION)/
+	@echo "Wrote the clusterctl repository $(OUT)/repository ($(RELEASE_VERSION)) and $(OUT)/clusterctl.yaml"
 
 .PHONY: docker-build
 docker-build: ## Build the manager images FROM scratch (no image is pulled)

@@ -1,0 +1,90 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package manifests
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
+
+	"github.com/talon-capi/talon/test/envtest"
+	"github.com/talon-capi/talon/test/require"
+)
+
+// TestClusterctlGeneratesACluster runs the real clusterctl against out/clusterctl.yaml and
+// the local repository release-manifests writes, as a user would after downloading a
+// release: "clusterctl generate cluster --infrastructure talon" renders Talon's cluster
+// template with the counts asked for, and the API server (with Talon's webhooks) accepts
+// every object in a server-side dry run.
+func TestClusterctlGeneratesACluster(t *testing.T) {
+	env := envtest.Get(t)
+	clusterctl, err := envtest.Binary("clusterctl")
+	require.Layer(t, envtest.Layer, err)
+	g := NewWithT(t)
+	ctx := t.Context()
+	env.StartManager(t, envtest.ManagerOptions{})
+	ns := env.NewNamespace(t, "clusterctl")
+
+	// Without a management cluster clusterctl cannot look the version up: name the one in
+	// the repository.
+	versions, err := os.ReadDir(filepath.Join(envtest.RepoRoot(), "out", "repository", "infrastructure-talon"))
+	g.Expect(err).NotTo(HaveOccurred(), "run 'make release-manifests' first")
+	g.Expect(versions).To(HaveLen(1))
+	cmd := exec.CommandContext(ctx, clusterctl, "generate", "cluster", "demo",
+		"--config", filepath.Join(envtest.RepoRoot(), "out", "clusterctl.yaml"),
+		"--infrastructure", "talon:"+versions[0].Name(), "--kubernetes-version", "v1.36.3", "--target-namespace", ns,
+		"--control-plane-machine-count", "3", "--worker-machine-count", "4")
+	// No management cluster is needed once provider and version are named. clusterctl keeps
+	// its own files under $HOME.
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "KUBECONFIG="+filepath.Join(t.TempDir(), "none"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	g.Expect(err).NotTo(HaveOccurred(), "clusterctl generate cluster: %s", stderr.String())
+
+	objs, err := utilyaml.ToUnstructured(out)
+	g.Expect(err).NotTo(HaveOccurred())
+	kinds := map[string]*unstructured.Unstructured{}
+	for i := range objs {
+		kinds[objs[i].GetKind()] = &objs[i]
+		g.Expect(objs[i].GetNamespace()).To(Equal(ns))
+	}
+	g.Expect(kinds).To(HaveKey("Cluster"))
+	field := func(kind string, path ...string) any {
+		v, _, _ := unstructured.NestedFieldNoCopy(kinds[kind].Object, path...)
+		return v
+	}
+	g.Expect(field("TalosControlPlane", "spec", "replicas")).To(BeEquivalentTo(3))
+	g.Expect(field("MachineDeployment", "spec", "replicas")).To(BeEquivalentTo(4))
+	g.Expect(field("TalosControlPlane", "spec", "version")).To(Equal("v1.36.3"))
+
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})).To(Succeed())
+	for i := range objs {
+		obj := &objs[i]
+		err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.DryRunAll, client.ForceOwnership, client.FieldOwner("talon-test"))
+		g.Expect(err).NotTo(HaveOccurred(), "server-side dry-run of %s %s", obj.GetKind(), obj.GetName())
+	}
+}
