@@ -149,15 +149,8 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 	}
 	defer func() {
 		dc.Status.ObservedGeneration = dc.Generation
-		if err := conditions.SetSummaryCondition(dc, dc, infrav1.ReadyCondition,
-			conditions.ForConditionTypes{infrav1.NetworkReadyCondition, infrav1.LoadBalancerAvailableCondition}); err != nil {
-			reterr = errors.Join(reterr, err)
-		}
-		if err := patchHelper.Patch(ctx, dc, patch.WithOwnedConditions{Conditions: []string{
-			clusterv1.PausedCondition, infrav1.ReadyCondition, infrav1.NetworkReadyCondition, infrav1.LoadBalancerAvailableCondition,
-		}}); err != nil {
-			reterr = errors.Join(reterr, fmt.Errorf("failed to patch TalosDockerCluster %s: %w", klog.KObj(dc), err))
-		}
+		reterr = errors.Join(reterr, patchReady(ctx, patchHelper, "TalosDockerCluster", dc,
+			infrav1.NetworkReadyCondition, infrav1.LoadBalancerAvailableCondition))
 	}()
 
 	key := runtime.Cluster{Namespace: cluster.Namespace, Name: cluster.Name}
@@ -300,6 +293,20 @@ func (r *ClusterReconciler) deleteOrphan(ctx context.Context, dc *infrav1.TalosD
 	patch := client.MergeFrom(dc.DeepCopy())
 	controllerutil.RemoveFinalizer(dc, clusterFinalizer)
 	return ctrl.Result{}, r.Client.Patch(ctx, dc, patch)
+}
+
+// patchReady summarizes conditionTypes into obj's Ready condition and patches obj, owning
+// those conditions, Ready and Paused.
+func patchReady(ctx context.Context, h *patch.Helper, kind string, obj interface {
+	client.Object
+	conditions.Setter
+}, conditionTypes ...string) error {
+	summaryErr := conditions.SetSummaryCondition(obj, obj, infrav1.ReadyCondition, conditions.ForConditionTypes(conditionTypes))
+	owned := append([]string{clusterv1.PausedCondition, infrav1.ReadyCondition}, conditionTypes...)
+	if err := h.Patch(ctx, obj, patch.WithOwnedConditions{Conditions: owned}); err != nil {
+		return errors.Join(summaryErr, fmt.Errorf("failed to patch %s %s: %w", kind, klog.KObj(obj), err))
+	}
+	return summaryErr
 }
 
 // failed records err on condition: a conflict is the user's to resolve and is retried

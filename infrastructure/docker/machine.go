@@ -161,15 +161,8 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 	}
 	defer func() {
 		dm.Status.ObservedGeneration = dm.Generation
-		if err := conditions.SetSummaryCondition(dm, dm, infrav1.ReadyCondition,
-			conditions.ForConditionTypes{infrav1.ContainerProvisionedCondition, infrav1.NodeProviderIDSetCondition}); err != nil {
-			reterr = errors.Join(reterr, err)
-		}
-		if err := patchHelper.Patch(ctx, dm, patch.WithOwnedConditions{Conditions: []string{
-			clusterv1.PausedCondition, infrav1.ReadyCondition, infrav1.ContainerProvisionedCondition, infrav1.NodeProviderIDSetCondition,
-		}}); err != nil {
-			reterr = errors.Join(reterr, fmt.Errorf("failed to patch TalosDockerMachine %s: %w", klog.KObj(dm), err))
-		}
+		reterr = errors.Join(reterr, patchReady(ctx, patchHelper, "TalosDockerMachine", dm,
+			infrav1.ContainerProvisionedCondition, infrav1.NodeProviderIDSetCondition))
 	}()
 
 	key := runtime.Cluster{Namespace: cluster.Namespace, Name: cluster.Name}

@@ -155,6 +155,16 @@ func (e *Environment) StartManager(tb testing.TB, opts ManagerOptions) *Manager 
 	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
 		tb.Fatalf("Manager caches did not sync within 30s")
 	}
+	if !opts.NoWebhooks {
+		// The API server calls the webhooks on the first write: wait until they answer.
+		for mgr.GetWebhookServer().StartedChecker()(nil) != nil {
+			select {
+			case <-syncCtx.Done():
+				tb.Fatalf("The webhook server did not start within 30s")
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
 	return m
 }
 

@@ -24,6 +24,7 @@ import (
 	. "github.com/onsi/gomega"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -117,10 +118,15 @@ func TestClusterOfFiveMachines(t *testing.T) {
 		g.Expect(before.Contexts[cluster.Name].Endpoints).To(Equal([]string{"172.20.0.10"}))
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 	for i, address := range []string{"172.20.0.3", "172.20.0.2"} {
-		m := &clusterv1.Machine{}
-		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("five-cp-%d", i)}, m)).To(Succeed())
-		m.Status.Addresses = clusterv1.MachineAddresses{{Type: clusterv1.MachineInternalIP, Address: address}}
-		g.Expect(env.Client.Status().Update(ctx, m)).To(Succeed())
+		// Cluster API's Machine reconciler writes the status too: retry on its updates.
+		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			m := &clusterv1.Machine{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("five-cp-%d", i)}, m); err != nil {
+				return err
+			}
+			m.Status.Addresses = clusterv1.MachineAddresses{{Type: clusterv1.MachineInternalIP, Address: address}}
+			return env.Client.Status().Update(ctx, m)
+		})).To(Succeed())
 	}
 	g.Eventually(func(g Gomega) {
 		after := talosconfig(g)
