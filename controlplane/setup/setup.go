@@ -24,6 +24,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
+	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	"github.com/talon-capi/talon/controlplane/pkg/talosclient"
 	"github.com/talon-capi/talon/controlplane/reconcilers/taloscontrolplane"
@@ -34,8 +35,9 @@ import (
 // Provider returns the control-plane provider's part of a Talon manager.
 func Provider() manager.Provider {
 	return manager.Provider{
-		Name:             "talon-control-plane-manager",
-		AddToScheme:      []func(*runtime.Scheme) error{controlplanev1.AddToScheme},
+		Name: "talon-control-plane-manager",
+		// The control plane creates and reads the bootstrap provider's TalosConfigs.
+		AddToScheme:      []func(*runtime.Scheme) error{controlplanev1.AddToScheme, bootstrapv1.AddToScheme},
 		SetupReconcilers: Reconcilers,
 		SetupWebhooks:    Webhooks,
 	}
