@@ -35,6 +35,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/talon-capi/talon/internal/pki"
 )
 
 // TrustdPort is where control-plane nodes serve Talos' SecurityService (trustd).
@@ -68,7 +70,7 @@ func (s *securityService) Certificate(ctx context.Context, req *security.Certifi
 		return nil, status.Error(codes.Unauthenticated, "the machine token is missing or wrong")
 	}
 	crt, err := x509.NewCertificateFromCSRBytes(ca.Crt, ca.Key, req.GetCsr(),
-		x509.NotAfter(time.Now().Add(certValidity)),
+		x509.NotAfter(time.Now().Add(pki.Validity)),
 		x509.KeyUsage(stdx509.KeyUsageDigitalSignature|stdx509.KeyUsageKeyEncipherment),
 		x509.ExtKeyUsage([]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth}))
 	if err != nil {
