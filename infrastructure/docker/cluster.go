@@ -210,9 +210,15 @@ func (r *ClusterReconciler) reconcileNormal(ctx context.Context, key runtime.Clu
 		return ctrl.Result{}, err
 	}
 	var backends []netip.Addr
+	result := ctrl.Result{}
 	for _, n := range nodes {
-		if n.Role == runtime.RoleControlPlane {
+		switch {
+		case n.Role != runtime.RoleControlPlane:
+		case n.Address.IsValid():
 			backends = append(backends, n.Address)
+		default:
+			// A container Docker has not given its address yet joins once it has one.
+			result.RequeueAfter = converging
 		}
 	}
 	slices.SortFunc(backends, netip.Addr.Compare)
@@ -238,7 +244,7 @@ func (r *ClusterReconciler) reconcileNormal(ctx context.Context, key runtime.Clu
 	}
 	dc.Status.FailureDomains = dc.Spec.FailureDomains
 	dc.Status.Initialization.Provisioned = ptr.To(true)
-	return ctrl.Result{}, nil
+	return result, nil
 }
 
 // reconcileDelete removes the load balancer and the network once the cluster's last node

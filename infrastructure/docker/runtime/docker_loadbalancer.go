@@ -195,13 +195,21 @@ func (d *Docker) readBackends(ctx context.Context, id string) ([]netip.Addr, err
 	if _, err := archive.Next(); err != nil {
 		return nil, fmt.Errorf("failed to read %s: %w", lbBackendsFile, err)
 	}
-	return lb.ReadBackends(archive)
+	backends, err := lb.ReadBackends(archive)
+	if err != nil {
+		// A file that does not parse serves no backend; it is rewritten with the right ones.
+		return nil, nil //nolint:nilerr // see above
+	}
+	return backends, nil
 }
 
 // writeBackends replaces the backends file of a load-balancer container, created or not.
 func (d *Docker) writeBackends(ctx context.Context, id string, backends []netip.Addr) error {
 	var content strings.Builder
 	for _, b := range backends {
+		if !b.IsValid() {
+			return fmt.Errorf("refusing to write an invalid backend address into load balancer %s", id)
+		}
 		content.WriteString(b.String() + "\n")
 	}
 	// The archive is extracted at /; Docker creates missing parents of the directory.

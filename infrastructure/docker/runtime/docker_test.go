@@ -149,6 +149,10 @@ func TestDockerLifecycle(t *testing.T) {
 	g.Expect(backendsModTime(t, d, lbSpec.Name)).To(Equal(written), "the same backends are not written again")
 	g.Expect(d.SetBackends(ctx, cluster, nil)).To(Succeed())
 	g.Expect(readContainerFile(t, lbSpec.Name, lbBackendsFile)).To(BeEmpty())
+	// The address of a container Docker has not given one yet is refused: written, it
+	// made the file unreadable and the load balancer unmanageable.
+	g.Expect(d.SetBackends(ctx, cluster, []netip.Addr{address, {}})).To(MatchError(ContainSubstring("invalid backend address")))
+	g.Expect(readContainerFile(t, lbSpec.Name, lbBackendsFile)).To(BeEmpty())
 
 	for range 2 { // deleting what is gone succeeds
 		g.Expect(d.DeleteNode(ctx, cluster, "cp-0")).To(Succeed())
