@@ -29,7 +29,7 @@ IMAGE_TAG ?= dev
 SIM_IMAGE ?= $(IMAGE_REGISTRY)/talon-sim:$(IMAGE_TAG)
 
 # The layers a test run must not skip (see docs/testing.md).
-TALON_REQUIRE ?= envtest,docker
+TALON_REQUIRE ?= envtest,docker,e2e
 TEST_TIMEOUT ?= 30m
 
 CONTROLLER_GEN := $(BIN)/controller-gen
@@ -55,10 +55,9 @@ help: ## Show this help
 ##@ Development
 
 .PHONY: quickstart
-quickstart: ## Start a local management plane with a Talos cluster (arrives with "talon up")
-	@echo "The quickstart (talon up) is not implemented yet: it arrives with its own issue."
-	@echo "Today: 'make test' runs the API, managers and manifests against a real API server."
-	@exit 1
+quickstart: tools build release-manifests ## Start a local management plane with a 1 + 2 Talos cluster (talon up; talon down removes it)
+	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory sim-image; fi
+	$(BIN)/talon up $(QUICKSTART_ARGS)
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deep copies, CRDs and RBAC roles from the Go sources
@@ -102,6 +101,11 @@ test-go: $(TOOLS) ## Run the Go tests (unit and envtest) with gotestsum
 	KUBEBUILDER_ASSETS=$(BIN) TALON_REQUIRE=$(TALON_REQUIRE) TALON_SIM_IMAGE=$(SIM_IMAGE) \
 		$(GOTESTSUM) --format testname --format-hide-empty-pkg -- -count=1 -timeout $(TEST_TIMEOUT) ./...
 
+.PHONY: test-e2e
+test-e2e: release-manifests tools sim-image ## Run only the end-to-end suite (talon up, clusterctl init/describe/move, talon down)
+	KUBEBUILDER_ASSETS=$(BIN) TALON_REQUIRE=$(TALON_REQUIRE) TALON_SIM_IMAGE=$(SIM_IMAGE) \
+		$(GOTESTSUM) --format standard-verbose -- -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/...
+
 .PHONY: bench
 bench: ## Run every benchmark and print its figures (record them in docs/benchmarks.md)
 	go test -run '^$$' -bench . -benchmem ./...
@@ -125,6 +129,13 @@ release-manifests: $(KUSTOMIZE) ## Write the clusterctl components and metadata.
 		printf -- '- name: talon\n  type: %s\n  url: file://%s/%s-components.yaml\n' $${p##*:} $$dir $$name >> $(OUT)/clusterctl.yaml; \
 	done
 	cp templates/cluster-template.yaml templates/clusterclass-talos-docker.yaml $(OUT)/repository/infrastructure-talon/$(RELEASE_VERSION)/
+	@# Cluster API's own core provider, built from the module Talon is tested with, so that
+	@# clusterctl init needs nothing from GitHub.
+	@capi=$$(go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api); capiv=$$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api); \
+		dir=$(OUT)/repository/cluster-api/$$capiv; mkdir -p $$dir; \
+		$(KUSTOMIZE) build $$capi/core/config/default > $$dir/core-components.yaml; \
+		cp $$capi/metadata.yaml $$dir/; \
+		printf -- '- name: cluster-api\n  type: CoreProvider\n  url: file://%s/core-components.yaml\n' $$dir >> $(OUT)/clusterctl.yaml
 	@echo "Wrote the clusterctl repository $(OUT)/repository ($(RELEASE_VERSION)) and $(OUT)/clusterctl.yaml"
 
 .PHONY: docker-build
@@ -159,10 +170,15 @@ $(GOTESTSUM): hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && go build -o $@ gotest.tools/gotestsum
 $(GOLANGCI_LINT): hack/tools/lint/go.mod hack/tools/lint/go.sum
 	cd hack/tools/lint && go build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+# Kubernetes binaries report the version they were built from (clusterctl refuses an API
+# server that reports none), as the release build stamps it.
+KUBE_VERSION_LDFLAGS = $(shell cd hack/tools/kubernetes && v=$$(go list -m -f '{{.Version}}' k8s.io/kubernetes) && \
+	m=$${v#v}; echo "-X k8s.io/component-base/version.gitVersion=$$v -X k8s.io/component-base/version.gitMajor=$${m%%.*} \
+	-X k8s.io/component-base/version.gitMinor=$$(echo $$m | cut -d. -f2) -X k8s.io/component-base/version.gitTreeState=clean")
 $(KUBE_APISERVER): hack/tools/kubernetes/go.mod hack/tools/kubernetes/go.sum
-	cd hack/tools/kubernetes && CGO_ENABLED=0 go build -trimpath -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+	cd hack/tools/kubernetes && CGO_ENABLED=0 go build -trimpath -ldflags "$(KUBE_VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
 $(KUBE_CONTROLLER_MANAGER): hack/tools/kubernetes/go.mod hack/tools/kubernetes/go.sum
-	cd hack/tools/kubernetes && CGO_ENABLED=0 go build -trimpath -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
+	cd hack/tools/kubernetes && CGO_ENABLED=0 go build -trimpath -ldflags "$(KUBE_VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
 $(ETCD): hack/tools/etcd/go.mod hack/tools/etcd/go.sum
 	cd hack/tools/etcd && go build -o $@ go.etcd.io/etcd/server/v3
 $(CLUSTERCTL): hack/tools/capi/go.mod hack/tools/capi/go.sum

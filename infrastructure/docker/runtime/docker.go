@@ -342,6 +342,15 @@ func (d *Docker) removeContainer(ctx context.Context, id string, timeoutSeconds 
 	return nil
 }
 
+// HasImage says whether the engine holds image, without pulling it.
+func (d *Docker) HasImage(ctx context.Context, image string) (bool, error) {
+	_, err := d.client.ImageInspect(ctx, image)
+	if cerrdefs.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // ensureImage pulls image unless the engine holds it: the Engine API, unlike `docker run`,
 // does not pull on create.
 func (d *Docker) ensureImage(ctx context.Context, image string) error {

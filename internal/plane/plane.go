@@ -1,0 +1,437 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package plane
+
+import (
+	"context"
+	stdx509 "crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/siderolabs/crypto/x509"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/talon-capi/talon/internal/pki"
+)
+
+// Binaries a plane runs from its bin directory.
+const (
+	EtcdBinary              = "etcd"
+	APIServerBinary         = "kube-apiserver"
+	ControllerManagerBinary = "kube-controller-manager"
+)
+
+// stateFile is where a plane records its processes and ports, inside its directory.
+const stateFile = "plane.json"
+
+// serviceCIDR is the plane's service range; nothing routes it (the plane runs no Pods).
+const serviceCIDR = "10.96.0.0/24"
+
+// ErrNotFound is returned by Open when a directory holds no plane.
+var ErrNotFound = errors.New("no management plane")
+
+// Plane is a running local management plane.
+type Plane struct {
+	dir   string
+	state state
+	log   io.Writer
+}
+
+// state is what plane.json holds.
+type state struct {
+	BinDir        string    `json:"binDir"`
+	APIServerPort int       `json:"apiServerPort"`
+	Processes     []Process `json:"processes"`
+	Managers      []Manager `json:"managers,omitempty"`
+}
+
+// Options configure Start.
+type Options struct {
+	// Dir holds the plane's files; it is created if needed and must not hold a running plane.
+	Dir string
+	// BinDir holds etcd, kube-apiserver, kube-controller-manager and clusterctl.
+	BinDir string
+	// Log receives one line per step; nil discards them.
+	Log io.Writer
+}
+
+// Start runs etcd, kube-apiserver and kube-controller-manager and returns once the API
+// server answers and the controller manager works. On failure it stops what it started.
+func Start(ctx context.Context, opts Options) (_ *Plane, err error) {
+	if running, err := Open(opts.Dir, opts.Log); err == nil && running.Running() {
+		return nil, fmt.Errorf("a management plane already runs from %s (API server on port %d): use it or stop it first", opts.Dir, running.state.APIServerPort)
+	}
+	binDir, err := filepath.Abs(opts.BinDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range []string{EtcdBinary, APIServerBinary, ControllerManagerBinary} {
+		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
+			return nil, fmt.Errorf("%s not found in %s: run 'make tools' first", name, binDir)
+		}
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	// A stopped plane's files go: its etcd data is of no use without its certificates' CA.
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	p := &Plane{dir: dir, state: state{BinDir: binDir}, log: opts.Log}
+	if p.log == nil {
+		p.log = io.Discard
+	}
+	defer func() {
+		if err != nil {
+			_ = p.Stop(context.WithoutCancel(ctx))
+		}
+	}()
+	if err := p.writePKI(); err != nil {
+		return nil, err
+	}
+	if err := p.startEtcd(ctx); err != nil {
+		return nil, err
+	}
+	if err := p.startAPIServer(ctx); err != nil {
+		return nil, err
+	}
+	if err := p.startControllerManager(ctx); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Open finds the plane recorded in dir, running or not; ErrNotFound if there is none.
+func Open(dir string, log io.Writer) (*Plane, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(filepath.Join(abs, stateFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w in %s", ErrNotFound, abs)
+	}
+	if err != nil {
+		return nil, err
+	}
+	p := &Plane{dir: abs, log: log}
+	if p.log == nil {
+		p.log = io.Discard
+	}
+	if err := json.Unmarshal(data, &p.state); err != nil {
+		return nil, fmt.Errorf("%s is not a management plane's state: %w", filepath.Join(abs, stateFile), err)
+	}
+	return p, nil
+}
+
+// Dir is the plane's directory.
+func (p *Plane) Dir() string { return p.dir }
+
+// BinDir is where the plane's programs come from.
+func (p *Plane) BinDir() string { return p.state.BinDir }
+
+// Running says whether the API server of the plane runs.
+func (p *Plane) Running() bool {
+	for _, proc := range p.state.Processes {
+		if proc.Name == APIServerBinary {
+			return proc.Alive()
+		}
+	}
+	return false
+}
+
+// Processes are the processes the plane started, in start order.
+func (p *Plane) Processes() []Process { return append([]Process(nil), p.state.Processes...) }
+
+// Kubeconfig is the path of a cluster-admin kubeconfig for the plane's API server.
+func (p *Plane) Kubeconfig() string { return filepath.Join(p.dir, "kubeconfig") }
+
+// RESTConfig is a cluster-admin client configuration for the plane's API server.
+func (p *Plane) RESTConfig() (*rest.Config, error) {
+	return clientcmd.BuildConfigFromFlags("", p.Kubeconfig())
+}
+
+// Client is a cluster-admin client of the plane's API server with scheme's types.
+func (p *Plane) Client(opts client.Options) (client.Client, error) {
+	cfg, err := p.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(cfg, opts)
+}
+
+// Stop stops every process of the plane, managers first, and keeps its files.
+func (p *Plane) Stop(ctx context.Context) error {
+	var errs []error
+	for i := len(p.state.Processes) - 1; i >= 0; i-- {
+		proc := p.state.Processes[i]
+		if proc.Alive() {
+			p.logf("Stopping %s (pid %d)\n", proc.Name, proc.PID)
+		}
+		errs = append(errs, proc.stop(ctx, 20*time.Second))
+	}
+	return errors.Join(errs...)
+}
+
+// Remove stops the plane and deletes its directory.
+func (p *Plane) Remove(ctx context.Context) error {
+	if err := p.Stop(ctx); err != nil {
+		return err
+	}
+	return os.RemoveAll(p.dir)
+}
+
+// logf reports a step to the plane's log writer.
+func (p *Plane) logf(format string, args ...any) { _, _ = fmt.Fprintf(p.log, format, args...) }
+
+// save records the plane's state in its directory.
+func (p *Plane) save() error {
+	data, err := json.MarshalIndent(p.state, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(p.dir, stateFile), data, 0o600)
+}
+
+// run starts a process of the plane and records it.
+func (p *Plane) run(name, path string, args, env []string) (Process, error) {
+	proc, err := spawn(p.dir, name, path, args, env)
+	if err != nil {
+		return proc, err
+	}
+	p.state.Processes = append(p.state.Processes, proc)
+	return proc, p.save()
+}
+
+// pki is where the plane's certificates live.
+func (p *Plane) pki(name string) string { return filepath.Join(p.dir, "pki", name) }
+
+// WebhookCertDir holds tls.crt and tls.key, the serving certificate every local manager's
+// webhook server uses (for 127.0.0.1 and localhost).
+func (p *Plane) WebhookCertDir() string { return filepath.Join(p.dir, "pki", "webhook") }
+
+// writePKI makes the plane's CA and, signed by it, the API server's serving certificate, an
+// admin client certificate, the webhook serving certificate and the service-account key.
+func (p *Plane) writePKI() error {
+	ca, err := pki.NewCA("talon-local-plane")
+	if err != nil {
+		return err
+	}
+	loopback := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 96, 0, 1)}
+	serving, err := pki.Issue(ca, "kube-apiserver", loopback,
+		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+		[]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth})
+	if err != nil {
+		return err
+	}
+	admin, err := pki.Issue(ca, "talon-admin", nil, nil, []stdx509.ExtKeyUsage{stdx509.ExtKeyUsageClientAuth}, "system:masters")
+	if err != nil {
+		return err
+	}
+	webhook, err := pki.Issue(ca, "talon-local-webhooks", loopback[:1], []string{"localhost"}, []stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth})
+	if err != nil {
+		return err
+	}
+	sa, err := x509.NewRSAKey()
+	if err != nil {
+		return err
+	}
+	files := map[string][]byte{
+		p.pki("ca.crt"): ca.Crt, p.pki("ca.key"): ca.Key,
+		p.pki("apiserver.crt"): serving.Crt, p.pki("apiserver.key"): serving.Key,
+		p.pki("admin.crt"): admin.Crt, p.pki("admin.key"): admin.Key,
+		p.pki("sa.key"): sa.KeyPEM,
+		filepath.Join(p.WebhookCertDir(), "tls.crt"): webhook.Crt, filepath.Join(p.WebhookCertDir(), "tls.key"): webhook.Key,
+	}
+	for path, data := range files {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CA is the plane's certificate authority (PEM), which signs the API server's and the
+// webhooks' serving certificates.
+func (p *Plane) CA() ([]byte, error) { return os.ReadFile(p.pki("ca.crt")) }
+
+// startEtcd runs a single-member etcd on loopback ports.
+func (p *Plane) startEtcd(ctx context.Context) error {
+	clientPort, err := freePort(ctx)
+	if err != nil {
+		return err
+	}
+	peerPort, err := freePort(ctx)
+	if err != nil {
+		return err
+	}
+	clientURL := "http://127.0.0.1:" + strconv.Itoa(clientPort)
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)
+	p.logf("Starting etcd on %s\n", clientURL)
+	proc, err := p.run(EtcdBinary, filepath.Join(p.state.BinDir, EtcdBinary), []string{
+		"--name=talon", "--data-dir=" + filepath.Join(p.dir, "etcd"),
+		"--listen-client-urls=" + clientURL, "--advertise-client-urls=" + clientURL,
+		"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=talon=" + peerURL,
+		// A local plane trades durability for speed, as envtest does.
+		"--unsafe-no-fsync=true",
+	}, nil)
+	if err != nil {
+		return err
+	}
+	httpClient := &http.Client{Timeout: 2 * time.Second}
+	err = waitFor(ctx, proc, 60*time.Second, "healthy", func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, clientURL+"/health", http.NoBody)
+		if err != nil {
+			return err
+		}
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("etcd /health answered %s", resp.Status)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// The API server finds etcd here.
+	return os.WriteFile(filepath.Join(p.dir, "etcd-url"), []byte(clientURL), 0o600)
+}
+
+// startAPIServer runs kube-apiserver on a loopback port against the plane's etcd and writes
+// the admin kubeconfig.
+func (p *Plane) startAPIServer(ctx context.Context) error {
+	etcdURL, err := os.ReadFile(filepath.Join(p.dir, "etcd-url"))
+	if err != nil {
+		return err
+	}
+	port, err := freePort(ctx)
+	if err != nil {
+		return err
+	}
+	p.state.APIServerPort = port
+	server := "https://127.0.0.1:" + strconv.Itoa(port)
+	p.logf("Starting kube-apiserver on %s\n", server)
+	proc, err := p.run(APIServerBinary, filepath.Join(p.state.BinDir, APIServerBinary), []string{
+		"--etcd-servers=" + string(etcdURL),
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port),
+		"--tls-cert-file=" + p.pki("apiserver.crt"), "--tls-private-key-file=" + p.pki("apiserver.key"),
+		"--client-ca-file=" + p.pki("ca.crt"),
+		"--service-account-key-file=" + p.pki("sa.key"), "--service-account-signing-key-file=" + p.pki("sa.key"),
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-cluster-ip-range=" + serviceCIDR,
+		"--authorization-mode=RBAC", "--allow-privileged=true",
+		"--profiling=false", "--v=0",
+	}, nil)
+	if err != nil {
+		return err
+	}
+	ca, err := p.CA()
+	if err != nil {
+		return err
+	}
+	kubeconfig, err := clientcmd.Write(clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"talon-local": {Server: server, CertificateAuthorityData: ca}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"talon-admin": {ClientCertificate: p.pki("admin.crt"), ClientKey: p.pki("admin.key")}},
+		Contexts:       map[string]*clientcmdapi.Context{"talon-local": {Cluster: "talon-local", AuthInfo: "talon-admin"}},
+		CurrentContext: "talon-local",
+	})
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(p.Kubeconfig(), kubeconfig, 0o600); err != nil {
+		return err
+	}
+	if err := p.save(); err != nil {
+		return err
+	}
+	cfg, err := p.RESTConfig()
+	if err != nil {
+		return err
+	}
+	cfg.Timeout = 5 * time.Second
+	rc, err := rest.UnversionedRESTClientFor(withCodecs(cfg))
+	if err != nil {
+		return err
+	}
+	return waitFor(ctx, proc, 90*time.Second, "ready", func(ctx context.Context) error {
+		body, err := rc.Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			return err
+		}
+		if string(body) != "ok" {
+			return fmt.Errorf("/readyz: %s", body)
+		}
+		return nil
+	})
+}
+
+// startControllerManager runs kube-controller-manager (garbage collection, namespace
+// deletion, service-account tokens) and waits until it has published the root CA into the
+// default namespace, which shows that its controllers run.
+func (p *Plane) startControllerManager(ctx context.Context) error {
+	p.logf("Starting kube-controller-manager\n")
+	proc, err := p.run(ControllerManagerBinary, filepath.Join(p.state.BinDir, ControllerManagerBinary), []string{
+		"--kubeconfig=" + p.Kubeconfig(),
+		// The plane is reached through its kubeconfig only.
+		"--secure-port=0",
+		"--service-account-private-key-file=" + p.pki("sa.key"), "--root-ca-file=" + p.pki("ca.crt"),
+		"--cluster-signing-cert-file=" + p.pki("ca.crt"), "--cluster-signing-key-file=" + p.pki("ca.key"),
+		"--leader-elect=false", "--profiling=false", "--v=0",
+	}, nil)
+	if err != nil {
+		return err
+	}
+	c, err := p.Client(client.Options{})
+	if err != nil {
+		return err
+	}
+	return waitFor(ctx, proc, 90*time.Second, "running its controllers", func(ctx context.Context) error {
+		return c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kube-root-ca.crt"}, &corev1.ConfigMap{})
+	})
+}
+
+// withCodecs fills in what an unversioned REST client needs.
+func withCodecs(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	return cfg
+}

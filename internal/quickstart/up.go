@@ -1,0 +1,409 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package quickstart
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
+
+	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
+	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
+	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
+	"github.com/talon-capi/talon/bootstrap/pkg/clustersecrets"
+	"github.com/talon-capi/talon/internal/plane"
+)
+
+// Images the quickstart looks for, in order of preference.
+const (
+	// TalosImage is the Talos container image; it needs privileged containers.
+	TalosImage = "ghcr.io/siderolabs/talos:v1.13.3"
+	// DefaultSimImage is Talon's node simulator image (make sim-image); it also runs the
+	// clusters' load balancers (talon lb). $TALON_SIM_IMAGE overrides it.
+	DefaultSimImage = "ghcr.io/talon-capi/talon-sim:dev"
+)
+
+// SimImage is the simulator image: $TALON_SIM_IMAGE, else DefaultSimImage.
+func SimImage() string {
+	if image := os.Getenv("TALON_SIM_IMAGE"); image != "" {
+		return image
+	}
+	return DefaultSimImage
+}
+
+// Runtimes of the quickstart's nodes.
+const (
+	RuntimeDocker = "docker"
+	RuntimeSim    = "sim"
+)
+
+// Manager binaries the quickstart runs from the bin directory.
+const (
+	CAPIManagerBinary = "cluster-api-manager"
+	BootstrapBinary   = "bootstrap-manager"
+	ControlPlaneBin   = "controlplane-manager"
+	InfraBinary       = "infrastructure-manager"
+)
+
+// PlaneDirName is the management plane's directory inside the output directory.
+const PlaneDirName = ".plane"
+
+// Options configure Up.
+type Options struct {
+	// Name and Namespace of the Cluster.
+	Name, Namespace string
+	// ControlPlanes and Workers are the Machine counts.
+	ControlPlanes, Workers int
+	// KubernetesVersion of the cluster.
+	KubernetesVersion string
+	// Runtime is RuntimeDocker, RuntimeSim or empty to choose (see ChooseRuntime).
+	Runtime string
+	// Kubeconfig, when set, names a management cluster with Cluster API and Talon installed
+	// (their managers running) instead of a local plane.
+	Kubeconfig string
+	// BinDir holds the tools and the managers (make tools build).
+	BinDir string
+	// ClusterctlConfig is the clusterctl.yaml of Talon's local repository (make release-manifests).
+	ClusterctlConfig string
+	// OutDir receives <name>/ with the cluster's files and the plane's directory.
+	OutDir string
+	// Timeout bounds the wait for the cluster.
+	Timeout time.Duration
+	// Out receives progress; Interactive redraws the tree in place.
+	Out         io.Writer
+	Interactive bool
+}
+
+// Scheme holds the types the quickstart reads.
+var Scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, clusterv1.AddToScheme, bootstrapv1.AddToScheme, controlplanev1.AddToScheme, infrav1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}()
+
+// ChooseRuntime picks where nodes run: Docker with the Talos image if the engine holds it,
+// else Docker with the simulator image, else simulated nodes inside the infrastructure
+// manager. want forces docker or sim. It returns the runtime, the node image and why.
+func ChooseRuntime(ctx context.Context, want string) (runtime, image, why string, err error) {
+	if want != "" && want != RuntimeDocker && want != RuntimeSim {
+		return "", "", "", fmt.Errorf("--runtime must be %s or %s, got %q", RuntimeDocker, RuntimeSim, want)
+	}
+	if want == RuntimeSim {
+		return RuntimeSim, "", "simulated nodes inside the infrastructure manager (--runtime sim)", nil
+	}
+	simImage := SimImage()
+	has, dockerErr := dockerImages(ctx, TalosImage, simImage)
+	switch {
+	case has[TalosImage] && has[simImage]:
+		return RuntimeDocker, TalosImage, "Docker with the Talos image " + TalosImage, nil
+	case has[simImage]:
+		return RuntimeDocker, simImage, fmt.Sprintf("Docker with the node simulator image %s (no %s here)", simImage, TalosImage), nil
+	case want == RuntimeDocker && dockerErr != nil:
+		return "", "", "", fmt.Errorf("--runtime docker: %w", dockerErr)
+	case want == RuntimeDocker:
+		return "", "", "", fmt.Errorf("--runtime docker needs %s (its load balancers run 'talon lb' from it): run 'make sim-image'", simImage)
+	case dockerErr != nil:
+		return RuntimeSim, "", fmt.Sprintf("simulated nodes inside the infrastructure manager (Docker: %v)", dockerErr), nil
+	default:
+		return RuntimeSim, "", fmt.Sprintf("simulated nodes inside the infrastructure manager (Docker holds neither %s nor %s)", TalosImage, simImage), nil
+	}
+}
+
+// Up makes a management plane (or uses opts.Kubeconfig), creates the cluster from Talon's
+// cluster template with clusterctl, shows its progress until it is ready and writes its
+// files. It returns the record of what it made.
+func Up(ctx context.Context, opts Options) (*Record, error) {
+	if opts.ControlPlanes < 1 || opts.ControlPlanes%2 == 0 {
+		return nil, fmt.Errorf("--control-planes must be odd and at least 1 (etcd needs a majority), got %d", opts.ControlPlanes)
+	}
+	if opts.Workers < 0 {
+		return nil, fmt.Errorf("--workers must not be negative, got %d", opts.Workers)
+	}
+	out := opts.Out
+	rt, image, why, err := ChooseRuntime(ctx, opts.Runtime)
+	if err != nil {
+		return nil, err
+	}
+	sayf(out, "Nodes: %s\n", why)
+
+	rec := &Record{Namespace: opts.Namespace, Name: opts.Name, Runtime: rt, Image: image, Kubeconfig: opts.Kubeconfig}
+	clusterDir := filepath.Join(opts.OutDir, opts.Name)
+	if opts.Kubeconfig == "" {
+		p, err := ensurePlane(ctx, opts, rt)
+		if err != nil {
+			return nil, err
+		}
+		rec.Plane, rec.Kubeconfig = p.Dir(), p.Kubeconfig()
+	}
+	if err := os.MkdirAll(clusterDir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := writeJSON(filepath.Join(clusterDir, "talon-up.json"), rec); err != nil {
+		return nil, err
+	}
+
+	c, err := managementClient(rec.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.List(ctx, &infrav1.TalosDockerClusterList{}, client.Limit(1)); meta.IsNoMatchError(err) {
+		return nil, fmt.Errorf("the management cluster of %s has no Talon: run 'clusterctl init --config %s --bootstrap talon --control-plane talon --infrastructure talon' there first",
+			rec.Kubeconfig, opts.ClusterctlConfig)
+	} else if err != nil {
+		return nil, fmt.Errorf("cannot reach the management cluster of %s: %w", rec.Kubeconfig, err)
+	}
+	existing := &clusterv1.Cluster{}
+	switch err := c.Get(ctx, client.ObjectKey{Namespace: opts.Namespace, Name: opts.Name}, existing); {
+	case err == nil:
+		sayf(out, "Cluster %s/%s exists: showing its progress\n", opts.Namespace, opts.Name)
+	case apierrors.IsNotFound(err):
+		if err := createCluster(ctx, c, opts, rec, image, clusterDir); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, err
+	}
+
+	if err := watch(ctx, c, opts, clusterDir); err != nil {
+		return rec, err
+	}
+	sayf(out, `
+Cluster %[1]s is ready. Its files are in %[2]s:
+  kubeconfig    kubectl --kubeconfig %[2]s/kubeconfig get nodes
+  talosconfig   talosctl --talosconfig %[2]s/talosconfig --nodes <address> version
+  configs/      the machine config each node was given
+Health:         talon status --name %[1]s
+Remove it all:  talon down
+`, opts.Name, clusterDir)
+	return rec, nil
+}
+
+// ensurePlane reuses the plane running in the output directory or starts one with Cluster
+// API and Talon installed by clusterctl and their managers running.
+func ensurePlane(ctx context.Context, opts Options, rt string) (*plane.Plane, error) {
+	dir := filepath.Join(opts.OutDir, PlaneDirName)
+	if p, err := plane.Open(dir, opts.Out); err == nil && p.Running() {
+		sayf(opts.Out, "Using the management plane running from %s\n", dir)
+		return p, nil
+	}
+	for _, name := range []string{plane.ClusterctlBinary, CAPIManagerBinary, BootstrapBinary, ControlPlaneBin, InfraBinary} {
+		if _, err := os.Stat(filepath.Join(opts.BinDir, name)); err != nil {
+			return nil, fmt.Errorf("%s not found in %s: run 'make tools build' first (make quickstart does)", name, opts.BinDir)
+		}
+	}
+	if _, err := os.Stat(opts.ClusterctlConfig); err != nil {
+		return nil, fmt.Errorf("clusterctl configuration %s not found: run 'make release-manifests' first (make quickstart does)", opts.ClusterctlConfig)
+	}
+	start := time.Now()
+	p, err := plane.Start(ctx, plane.Options{Dir: dir, BinDir: opts.BinDir, Log: opts.Out})
+	if err != nil {
+		return nil, err
+	}
+	if err := InstallProviders(ctx, p, opts.ClusterctlConfig, rt); err != nil {
+		return nil, errors.Join(err, p.Stop(context.WithoutCancel(ctx)))
+	}
+	sayf(opts.Out, "Management plane ready in %s (kubeconfig: %s)\n", time.Since(start).Round(time.Second), p.Kubeconfig())
+	return p, nil
+}
+
+// InstallProviders installs Cluster API and Talon on p with clusterctl init from
+// clusterctlConfig and runs their four managers; rt is the infrastructure manager's runtime.
+func InstallProviders(ctx context.Context, p *plane.Plane, clusterctlConfig, rt string) error {
+	if err := p.InstallCertManagerAPI(ctx); err != nil {
+		return err
+	}
+	if _, err := p.Clusterctl(ctx, nil, "init", "--config", clusterctlConfig,
+		"--core", "cluster-api", "--bootstrap", "talon", "--control-plane", "talon", "--infrastructure", "talon"); err != nil {
+		return err
+	}
+	bin := p.BinDir()
+	infraArgs := []string{"--runtime=" + rt}
+	if rt == RuntimeSim {
+		infraArgs = append(infraArgs, "--sim-bin-dir="+bin, "--sim-state-dir="+filepath.Join(p.Dir(), "sim"))
+	} else {
+		infraArgs = append(infraArgs, "--load-balancer-image="+SimImage())
+		// The simulator needs no privileges; the Talos image does (and gets them).
+		if has, _ := dockerImages(ctx, TalosImage); !has[TalosImage] {
+			infraArgs = append(infraArgs, "--docker-unprivileged-nodes")
+		}
+	}
+	for _, m := range []plane.Manager{
+		{Name: "cluster-api", Provider: "cluster-api", Path: filepath.Join(bin, CAPIManagerBinary),
+			Args: []string{"--feature-gates=ClusterTopology=true"}},
+		{Name: "talon-bootstrap", Provider: "bootstrap-talon", Path: filepath.Join(bin, BootstrapBinary)},
+		{Name: "talon-control-plane", Provider: "control-plane-talon", Path: filepath.Join(bin, ControlPlaneBin)},
+		{Name: "talon-infrastructure", Provider: "infrastructure-talon", Path: filepath.Join(bin, InfraBinary), Args: infraArgs},
+	} {
+		if err := p.StartManager(ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createCluster renders Talon's cluster template with clusterctl and applies it.
+func createCluster(ctx context.Context, c client.Client, opts Options, rec *Record, image, clusterDir string) error {
+	env := []string{}
+	if image != "" {
+		env = append(env, "TALOS_IMAGE="+image)
+	}
+	manifest, err := plane.RunClusterctl(ctx, opts.BinDir, rec.Kubeconfig, env, opts.Out, "generate", "cluster", opts.Name,
+		"--config", opts.ClusterctlConfig, "--infrastructure", "talon", "--target-namespace", opts.Namespace,
+		"--kubernetes-version", opts.KubernetesVersion,
+		"--control-plane-machine-count", strconv.Itoa(opts.ControlPlanes), "--worker-machine-count", strconv.Itoa(opts.Workers))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(clusterDir, "cluster.yaml"), manifest, 0o600); err != nil {
+		return err
+	}
+	objs, err := utilyaml.ToUnstructured(manifest)
+	if err != nil {
+		return err
+	}
+	ns := &corev1.Namespace{}
+	ns.Name = opts.Namespace
+	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	sayf(opts.Out, "Creating cluster %s/%s (%d control plane, %d workers, Kubernetes %s) from Talon's cluster template\n",
+		opts.Namespace, opts.Name, opts.ControlPlanes, opts.Workers, opts.KubernetesVersion)
+	for i := range objs {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&objs[i]), client.FieldOwner("talon-up"), client.ForceOwnership); err != nil {
+			return fmt.Errorf("failed to create %s %s: %w", objs[i].GetKind(), objs[i].GetName(), err)
+		}
+	}
+	return nil
+}
+
+// watch shows the cluster's tree until it is ready, writing its files as they appear.
+func watch(ctx context.Context, c client.Client, opts Options, clusterDir string) error {
+	deadline := time.Now().Add(opts.Timeout)
+	start, last, lines := time.Now(), "", 0
+	for {
+		tree, err := Describe(ctx, c, opts.Namespace, opts.Name)
+		if err != nil {
+			return err
+		}
+		text := tree.String()
+		if text != last {
+			if opts.Interactive && lines > 0 {
+				// Move up over the previous tree and clear to the end of the screen.
+				sayf(opts.Out, "\033[%dA\033[J", lines)
+			} else if !opts.Interactive {
+				sayf(opts.Out, "--- %s\n", time.Since(start).Round(time.Second))
+			}
+			sayf(opts.Out, "%s", text)
+			last, lines = text, strings.Count(text, "\n")
+		}
+		if err := WriteFiles(ctx, c, opts.Namespace, opts.Name, clusterDir); err != nil {
+			return err
+		}
+		if tree.Ready() {
+			sayf(opts.Out, "Ready after %s\n", time.Since(start).Round(time.Second))
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cluster %s/%s is not ready after %s:\n  %s", opts.Namespace, opts.Name, opts.Timeout, strings.Join(tree.Problems(), "\n  "))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// WriteFiles writes the cluster's kubeconfig, talosconfig and every Machine's rendered
+// config (configs/<machine>.yaml) into dir, as far as they exist yet.
+func WriteFiles(ctx context.Context, c client.Reader, namespace, name, dir string) error {
+	files := map[string][]byte{}
+	secret := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-kubeconfig"}, secret); err == nil {
+		files["kubeconfig"] = secret.Data["value"]
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: clustersecrets.TalosconfigSecretName(name)}, secret); err == nil {
+		files["talosconfig"] = secret.Data[clustersecrets.TalosconfigKey]
+	}
+	machines := &clusterv1.MachineList{}
+	if err := c.List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err != nil {
+		return err
+	}
+	for i := range machines.Items {
+		m := &machines.Items[i]
+		if m.Spec.Bootstrap.DataSecretName == nil {
+			continue
+		}
+		data := &corev1.Secret{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: *m.Spec.Bootstrap.DataSecretName}, data); err == nil {
+			files[filepath.Join("configs", m.Name+".yaml")] = data.Data["value"]
+		}
+	}
+	for path, data := range files {
+		if len(data) == 0 {
+			continue
+		}
+		full := filepath.Join(dir, path)
+		if old, err := os.ReadFile(full); err == nil && bytes.Equal(old, data) {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(full), 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(full, data, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sayf writes progress for the user; a progress line that cannot be written is no reason
+// to stop.
+func sayf(w io.Writer, format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }
+
+// managementClient is a client of the management cluster of kubeconfig.
+func managementClient(kubeconfig string) (client.Client, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the management cluster's kubeconfig %s: %w", kubeconfig, err)
+	}
+	return client.New(cfg, client.Options{Scheme: Scheme})
+}

@@ -1,0 +1,417 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
+
+	dockerruntime "github.com/talon-capi/talon/infrastructure/docker/runtime"
+	"github.com/talon-capi/talon/internal/plane"
+	"github.com/talon-capi/talon/internal/quickstart"
+	dockertest "github.com/talon-capi/talon/test/docker"
+	"github.com/talon-capi/talon/test/envtest"
+	"github.com/talon-capi/talon/test/require"
+)
+
+// Layer is the name of this package's layer in TALON_REQUIRE.
+const Layer = "e2e"
+
+// Versions of the topology upgrade.
+const (
+	oldVersion = "v1.35.4"
+	newVersion = "v1.36.3"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if dir, err := binDir(); err == nil {
+		_ = os.RemoveAll(dir)
+	}
+	os.Exit(code)
+}
+
+// binDir builds every program under cmd/ into a temporary directory, as "make build" does
+// into bin/, and links the tools of bin/ (make tools) next to them: the directory talon up
+// runs everything from.
+var binDir = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "talon-e2e-bin-")
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(context.Background(), "go", "build", "-o", dir+string(filepath.Separator), "./cmd/...")
+	cmd.Dir = envtest.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return dir, fmt.Errorf("go build ./cmd/... failed: %w\n%s", err, out)
+	}
+	for _, tool := range []string{plane.EtcdBinary, plane.APIServerBinary, plane.ControllerManagerBinary, plane.ClusterctlBinary, quickstart.CAPIManagerBinary} {
+		path, err := envtest.Binary(tool)
+		if err != nil {
+			return dir, err
+		}
+		if err := os.Symlink(path, filepath.Join(dir, tool)); err != nil {
+			return dir, err
+		}
+	}
+	return dir, nil
+})
+
+// suite is what every step of the end-to-end run shares.
+type suite struct {
+	t          *testing.T
+	g          *WithT
+	bin        string
+	out        string
+	clusterctl string
+}
+
+// talon runs the talon CLI and returns its output; it fails the test if talon fails.
+func (s *suite) talon(args ...string) string {
+	s.t.Helper()
+	cmd := exec.CommandContext(s.t.Context(), filepath.Join(s.bin, "talon"), args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	s.t.Logf("talon %s:\n%s", strings.Join(args, " "), out.String())
+	s.g.Expect(err).NotTo(HaveOccurred(), "talon %s failed", strings.Join(args, " "))
+	return out.String()
+}
+
+// client is a client of the cluster of kubeconfig.
+func (s *suite) client(kubeconfig string) client.Client {
+	s.t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	s.g.Expect(err).NotTo(HaveOccurred())
+	c, err := client.New(cfg, client.Options{Scheme: quickstart.Scheme})
+	s.g.Expect(err).NotTo(HaveOccurred())
+	return c
+}
+
+// TestEndToEnd is the user's path through Talon: the quickstart, a look with talon status
+// and clusterctl describe, scaling workers, a ClusterClass cluster upgraded through its
+// topology, clusterctl move of a running cluster to a second management plane, deletion,
+// and talon down.
+func TestEndToEnd(t *testing.T) {
+	ctx := t.Context()
+	require.Layer(t, "docker", dockertest.Available(ctx))
+	bin, err := binDir()
+	require.Layer(t, Layer, err)
+	config := filepath.Join(envtest.RepoRoot(), "out", "clusterctl.yaml")
+	if _, err := os.Stat(config); err != nil {
+		t.Fatalf("%s is missing: run 'make release-manifests' first", config)
+	}
+	// clusterctl keeps files under $HOME; the test keeps them to itself.
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("TALON_SIM_IMAGE", dockertest.SimImage())
+	s := &suite{t: t, g: NewWithT(t), bin: bin, out: t.TempDir(), clusterctl: config}
+	t.Cleanup(func() {
+		// Whatever a failed run left: the plane's processes and the clusters' containers.
+		if p, err := plane.Open(filepath.Join(s.out, quickstart.PlaneDirName), nil); err == nil {
+			_ = p.Stop(context.Background())
+		}
+		for _, name := range []string{"e2e", "e2e-class"} {
+			dockertest.RemoveLabelled(t, map[string]string{dockerruntime.LabelCluster: name})
+		}
+	})
+
+	mgmt := s.quickstart()
+	s.scaleWorkers(mgmt)
+	s.topologyUpgrade(mgmt)
+	s.move(mgmt)
+	s.down()
+}
+
+// quickstart runs talon up for 1 + 2 nodes and checks what the user gets.
+func (s *suite) quickstart() client.Client {
+	t, g := s.t, s.g
+	start := time.Now()
+	out := s.talon("up", "--out", s.out, "--name", "e2e", "--bin-dir", s.bin, "--config", s.clusterctl, "--runtime", "docker", "--timeout", "5m")
+	t.Logf("talon up took %s", time.Since(start).Round(time.Second))
+	clusterDir := filepath.Join(s.out, "e2e")
+	g.Expect(out).To(ContainSubstring("Docker with the node simulator image"))
+	g.Expect(out).To(ContainSubstring(filepath.Join(clusterDir, "kubeconfig")))
+	g.Expect(out).To(ContainSubstring("Cluster e2e is ready"))
+	for _, file := range []string{"kubeconfig", "talosconfig", "cluster.yaml"} {
+		g.Expect(filepath.Join(clusterDir, file)).To(BeARegularFile())
+	}
+	configs, err := filepath.Glob(filepath.Join(clusterDir, "configs", "*.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(configs).To(HaveLen(3), "one rendered config per Machine")
+
+	t.Log("kubectl --kubeconfig _out/e2e/kubeconfig get nodes: three Ready nodes")
+	workload := s.client(filepath.Join(clusterDir, "kubeconfig"))
+	g.Eventually(func(g Gomega) { g.Expect(readyNodes(s.t.Context(), g, workload)).To(HaveLen(3)) }).
+		WithTimeout(time.Minute).Should(Succeed())
+
+	t.Log("The plane's Deployments are scaled to zero: their managers run as local processes")
+	p, err := plane.Open(filepath.Join(s.out, quickstart.PlaneDirName), nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(p.Managers()).To(HaveLen(4))
+	mgmt := s.client(p.Kubeconfig())
+
+	t.Log("talon status shows Machines, Nodes and etcd members")
+	status := s.talon("status", "--out", s.out, "--name", "e2e")
+	machines := &clusterv1.MachineList{}
+	g.Expect(mgmt.List(s.t.Context(), machines, client.InNamespace("default"))).To(Succeed())
+	for _, m := range machines.Items {
+		g.Expect(status).To(ContainSubstring(m.Name))
+	}
+	g.Expect(status).To(ContainSubstring("ETCD MEMBER"))
+	g.Expect(status).To(ContainSubstring("healthy"))
+
+	t.Log("clusterctl describe shows Talon's objects and conditions")
+	describe, err := plane.RunClusterctl(s.t.Context(), s.bin, p.Kubeconfig(), nil, nil, "describe", "cluster", "e2e", "-n", "default", "--show-conditions", "all")
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Logf("clusterctl describe cluster e2e:\n%s", describe)
+	g.Expect(string(describe)).To(ContainSubstring("TalosControlPlane default/e2e-control-plane"))
+	g.Expect(string(describe)).To(ContainSubstring("EtcdClusterHealthy"))
+	g.Expect(string(describe)).To(ContainSubstring("TalosDockerCluster default/e2e"))
+	return mgmt
+}
+
+// scaleWorkers scales the quickstart cluster's workers 2 -> 5 -> 1.
+func (s *suite) scaleWorkers(mgmt client.Client) {
+	ctx := s.t.Context()
+	workload := s.client(filepath.Join(s.out, "e2e", "kubeconfig"))
+	for _, replicas := range []int32{5, 1} {
+		start := time.Now()
+		md := &clusterv1.MachineDeployment{}
+		s.g.Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: "default", Name: "e2e-workers"}, md)).To(Succeed())
+		patch := client.MergeFrom(md.DeepCopy())
+		md.Spec.Replicas = ptr.To(replicas)
+		s.g.Expect(mgmt.Patch(ctx, md, patch)).To(Succeed())
+		s.g.Eventually(func(g Gomega) {
+			g.Expect(usableMachines(ctx, g, mgmt, "default", "e2e")).To(HaveLen(1 + int(replicas)))
+			g.Expect(readyNodes(ctx, g, workload)).To(HaveLen(1 + int(replicas)))
+		}).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		s.t.Logf("Workers scaled to %d in %s", replicas, time.Since(start).Round(time.Second))
+	}
+}
+
+// topologyUpgrade builds a cluster from the shipped ClusterClass and upgrades its
+// Kubernetes version through the topology.
+func (s *suite) topologyUpgrade(mgmt client.Client) {
+	ctx, g := s.t.Context(), s.g
+	const ns, name = "topology", "e2e-class"
+	g.Expect(mgmt.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	class, err := plane.RunClusterctl(ctx, s.bin, "", []string{"NAMESPACE=" + ns}, nil,
+		"generate", "yaml", "--from", filepath.Join(filepath.Dir(s.clusterctl), "clusterclass-talos-docker.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	objs, err := utilyaml.ToUnstructured(class)
+	g.Expect(err).NotTo(HaveOccurred())
+	for i := range objs {
+		g.Expect(mgmt.Apply(ctx, client.ApplyConfigurationFromUnstructured(&objs[i]), client.FieldOwner("e2e"))).To(Succeed())
+	}
+	image, err := json.Marshal(dockertest.SimImage())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(mgmt.Create(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: clusterv1.ClusterSpec{
+		ClusterNetwork: clusterv1.ClusterNetwork{
+			Pods:     clusterv1.NetworkRanges{CIDRBlocks: []string{"10.244.0.0/16"}},
+			Services: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.96.0.0/12"}},
+		},
+		Topology: clusterv1.Topology{
+			ClassRef:     clusterv1.ClusterClassRef{Name: "talos-docker"},
+			Version:      oldVersion,
+			ControlPlane: clusterv1.ControlPlaneTopology{Replicas: ptr.To[int32](1)},
+			Workers: clusterv1.WorkersTopology{MachineDeployments: []clusterv1.MachineDeploymentTopology{{
+				Class: "worker", Name: "md-0", Replicas: ptr.To[int32](1),
+			}}},
+			Variables: []clusterv1.ClusterVariable{{Name: "talosImage", Value: apiextensionsv1.JSON{Raw: image}}},
+		},
+	}})).To(Succeed())
+	start := time.Now()
+	g.Eventually(func(g Gomega) {
+		g.Expect(usableMachines(ctx, g, mgmt, ns, name)).To(HaveLen(2))
+	}).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	s.t.Logf("ClusterClass cluster ready in %s", time.Since(start).Round(time.Second))
+
+	cluster := &clusterv1.Cluster{}
+	g.Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cluster)).To(Succeed())
+	patch := client.MergeFrom(cluster.DeepCopy())
+	cluster.Spec.Topology.Version = newVersion
+	g.Expect(mgmt.Patch(ctx, cluster, patch)).To(Succeed())
+	start = time.Now()
+	g.Eventually(func(g Gomega) {
+		machines := usableMachines(ctx, g, mgmt, ns, name)
+		g.Expect(machines).To(HaveLen(2))
+		for _, m := range machines {
+			g.Expect(m.Spec.Version).To(Equal(newVersion), "Machine %s", m.Name)
+		}
+	}).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	s.t.Logf("Topology upgraded %s -> %s in %s", oldVersion, newVersion, time.Since(start).Round(time.Second))
+}
+
+// move moves the ClusterClass cluster to a second management plane with clusterctl move:
+// no Machine is replaced, no secret regenerated, and the second plane then runs and
+// deletes it, leaving nothing in Docker.
+func (s *suite) move(mgmt client.Client) {
+	ctx, g, t := s.t.Context(), s.g, s.t
+	const ns, name = "topology", "e2e-class"
+	t.Log("A second management plane with Cluster API and Talon installed by clusterctl")
+	target, err := plane.Start(ctx, plane.Options{Dir: filepath.Join(s.out, "target-plane"), BinDir: s.bin, Log: testWriter{t}})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = target.Remove(context.Background()) })
+	g.Expect(quickstart.InstallProviders(ctx, target, s.clusterctl, quickstart.RuntimeDocker)).To(Succeed())
+	to := s.client(target.Kubeconfig())
+
+	machinesBefore := names(usableMachines(ctx, g, mgmt, ns, name))
+	secretsBefore := secretData(ctx, g, mgmt, ns)
+	containersBefore, err := dockertest.Docker(ctx, "ps", "--quiet", "--no-trunc", "--filter", "label="+dockerruntime.LabelCluster+"="+name)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	start := time.Now()
+	_, err = plane.RunClusterctl(ctx, s.bin, filepath.Join(s.out, quickstart.PlaneDirName, "kubeconfig"), nil, testWriter{t},
+		"move", "--namespace", ns, "--to-kubeconfig", target.Kubeconfig())
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Logf("clusterctl move took %s", time.Since(start).Round(time.Second))
+	g.Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &clusterv1.Cluster{})).To(Satisfy(apierrors.IsNotFound))
+
+	t.Log("The target plane runs the cluster with the same Machines, secrets and containers")
+	g.Eventually(func(g Gomega) {
+		cluster := &clusterv1.Cluster{}
+		g.Expect(to.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cluster)).To(Succeed())
+		g.Expect(cluster.Spec.Paused).To(Or(BeNil(), HaveValue(BeFalse())))
+		g.Expect(conditions.IsTrue(cluster, clusterv1.AvailableCondition)).To(BeTrue(), "Cluster Available")
+		g.Expect(names(usableMachines(ctx, g, to, ns, name))).To(Equal(machinesBefore))
+	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	g.Expect(secretData(ctx, g, to, ns)).To(Equal(secretsBefore), "secrets moved unchanged")
+	containersAfter, err := dockertest.Docker(ctx, "ps", "--quiet", "--no-trunc", "--filter", "label="+dockerruntime.LabelCluster+"="+name)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(sortedFields(containersAfter)).To(Equal(sortedFields(containersBefore)), "no container replaced")
+
+	t.Log("Deleting the cluster on the target plane leaves nothing in Docker")
+	start = time.Now()
+	g.Expect(to.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(to.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &clusterv1.Cluster{})).To(Satisfy(apierrors.IsNotFound))
+	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	left, err := dockertest.Leftovers(ctx, map[string]string{dockerruntime.LabelCluster: name})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(left).To(BeEmpty())
+	t.Logf("Cluster deleted in %s", time.Since(start).Round(time.Second))
+	g.Expect(target.Remove(ctx)).To(Succeed())
+}
+
+// down runs talon down and checks that nothing is left: no process, container, volume,
+// network or file.
+func (s *suite) down() {
+	ctx, g := s.t.Context(), s.g
+	p, err := plane.Open(filepath.Join(s.out, quickstart.PlaneDirName), nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	processes := p.Processes()
+	g.Expect(processes).To(HaveLen(7), "etcd, kube-apiserver, kube-controller-manager and four managers")
+	s.talon("down", "--out", s.out)
+	for _, proc := range processes {
+		g.Expect(proc.Alive()).To(BeFalse(), "%s (pid %d) still runs", proc.Name, proc.PID)
+	}
+	left, err := dockertest.Leftovers(ctx, map[string]string{dockerruntime.LabelCluster: "e2e"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(left).To(BeEmpty())
+	entries, err := os.ReadDir(s.out)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(entries).To(BeEmpty(), "talon down removes the plane and the clusters' files")
+}
+
+// usableMachines are the Cluster's Machines, each Running with a Node and Ready.
+func usableMachines(ctx context.Context, g Gomega, c client.Client, ns, cluster string) []clusterv1.Machine {
+	list := &clusterv1.MachineList{}
+	g.Expect(c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster})).To(Succeed())
+	for i := range list.Items {
+		m := &list.Items[i]
+		g.Expect(m.DeletionTimestamp.IsZero()).To(BeTrue(), "Machine %s is being deleted", m.Name)
+		g.Expect(m.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)), "Machine %s", m.Name)
+		g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "Machine %s has a Node", m.Name)
+		g.Expect(conditions.IsTrue(m, clusterv1.ReadyCondition)).To(BeTrue(), "Machine %s Ready", m.Name)
+	}
+	return list.Items
+}
+
+// readyNodes are the names of the workload cluster's Ready Nodes.
+func readyNodes(ctx context.Context, g Gomega, c client.Client) []string {
+	nodes := &corev1.NodeList{}
+	g.Expect(c.List(ctx, nodes)).To(Succeed())
+	var ready []string
+	for _, n := range nodes.Items {
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				ready = append(ready, n.Name)
+			}
+		}
+	}
+	return ready
+}
+
+// names are the Machines' names, sorted.
+func names(machines []clusterv1.Machine) []string {
+	out := make([]string, 0, len(machines))
+	for _, m := range machines {
+		out = append(out, m.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// secretData is every Secret of the namespace (but service-account tokens), name -> data.
+func secretData(ctx context.Context, g Gomega, c client.Client, ns string) map[string]map[string][]byte {
+	list := &corev1.SecretList{}
+	g.Expect(c.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+	out := map[string]map[string][]byte{}
+	for _, secret := range list.Items {
+		if secret.Type != corev1.SecretTypeServiceAccountToken {
+			out[secret.Name] = secret.Data
+		}
+	}
+	return out
+}
+
+// sortedFields splits out into sorted words.
+func sortedFields(out string) []string {
+	fields := strings.Fields(out)
+	sort.Strings(fields)
+	return fields
+}
+
+// testWriter logs what is written to it.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
