@@ -88,3 +88,35 @@ func TestClusterctlGeneratesACluster(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred(), "server-side dry-run of %s %s", obj.GetKind(), obj.GetName())
 	}
 }
+
+// TestClusterctlGeneratesTheClusterClass: "clusterctl generate yaml --from" renders the
+// shipped ClusterClass with its templates into a namespace, and the API server (with Talon's
+// webhooks) accepts every object in a server-side dry run.
+func TestClusterctlGeneratesTheClusterClass(t *testing.T) {
+	env := envtest.Get(t)
+	clusterctl, err := envtest.Binary("clusterctl")
+	require.Layer(t, envtest.Layer, err)
+	g := NewWithT(t)
+	ctx := t.Context()
+	env.StartManager(t, envtest.ManagerOptions{})
+	ns := env.NewNamespace(t, "clusterclass")
+
+	cmd := exec.CommandContext(ctx, clusterctl, "generate", "yaml", "--from", filepath.Join(envtest.RepoRoot(), "out", "clusterclass-talos-docker.yaml"))
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "NAMESPACE="+ns)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	g.Expect(err).NotTo(HaveOccurred(), "clusterctl generate yaml: %s", stderr.String())
+	objs, err := utilyaml.ToUnstructured(out)
+	g.Expect(err).NotTo(HaveOccurred())
+	kinds := make([]string, 0, len(objs))
+	for i := range objs {
+		obj := &objs[i]
+		kinds = append(kinds, obj.GetKind())
+		g.Expect(obj.GetNamespace()).To(Equal(ns))
+		err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.DryRunAll, client.ForceOwnership, client.FieldOwner("talon-test"))
+		g.Expect(err).NotTo(HaveOccurred(), "server-side dry-run of %s %s", obj.GetKind(), obj.GetName())
+	}
+	g.Expect(kinds).To(ConsistOf("ClusterClass", "TalosDockerClusterTemplate", "TalosControlPlaneTemplate",
+		"TalosDockerMachineTemplate", "TalosDockerMachineTemplate", "TalosConfigTemplate"))
+}

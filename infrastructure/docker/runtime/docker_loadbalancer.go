@@ -198,7 +198,7 @@ func (d *Docker) readBackends(ctx context.Context, id string) ([]netip.Addr, err
 	backends, err := lb.ReadBackends(archive)
 	if err != nil {
 		// A file that does not parse serves no backend; it is rewritten with the right ones.
-		return nil, nil //nolint:nilerr // see above
+		return nil, nil
 	}
 	return backends, nil
 }

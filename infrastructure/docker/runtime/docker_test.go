@@ -137,22 +137,22 @@ func TestDockerLifecycle(t *testing.T) {
 		"--port", "6443", "--port", "50001", "--backends-file", "/run/talon-lb/backends"}))
 	g.Expect(c.Config.Labels).To(HaveKeyWithValue(LabelRole, RoleLoadBalancer))
 	g.Expect(c.HostConfig.RestartPolicy.Name).To(Equal(containertypes.RestartPolicyUnlessStopped))
-	g.Expect(readContainerFile(t, lbSpec.Name, lbBackendsFile)).To(BeEmpty())
+	g.Expect(readBackendsFile(t, lbSpec.Name)).To(BeEmpty())
 
 	backends := []netip.Addr{netip.MustParseAddr("172.30.120.11"), address}
 	g.Expect(d.SetBackends(ctx, cluster, backends)).To(Succeed())
-	g.Expect(readContainerFile(t, lbSpec.Name, lbBackendsFile)).To(Equal("172.30.120.10\n172.30.120.11\n"))
+	g.Expect(readBackendsFile(t, lbSpec.Name)).To(Equal("172.30.120.10\n172.30.120.11\n"))
 	g.Expect(d.EnsureLoadBalancer(ctx, lbSpec)).To(HaveField("Backends", []netip.Addr{address, backends[0]}))
 	written := backendsModTime(t, d, lbSpec.Name)
 	time.Sleep(1100 * time.Millisecond) // the archive's times have whole seconds
 	g.Expect(d.SetBackends(ctx, cluster, []netip.Addr{address, backends[0], address})).To(Succeed())
 	g.Expect(backendsModTime(t, d, lbSpec.Name)).To(Equal(written), "the same backends are not written again")
 	g.Expect(d.SetBackends(ctx, cluster, nil)).To(Succeed())
-	g.Expect(readContainerFile(t, lbSpec.Name, lbBackendsFile)).To(BeEmpty())
+	g.Expect(readBackendsFile(t, lbSpec.Name)).To(BeEmpty())
 	// The address of a container Docker has not given one yet is refused: written, it
 	// made the file unreadable and the load balancer unmanageable.
 	g.Expect(d.SetBackends(ctx, cluster, []netip.Addr{address, {}})).To(MatchError(ContainSubstring("invalid backend address")))
-	g.Expect(readContainerFile(t, lbSpec.Name, lbBackendsFile)).To(BeEmpty())
+	g.Expect(readBackendsFile(t, lbSpec.Name)).To(BeEmpty())
 
 	for range 2 { // deleting what is gone succeeds
 		g.Expect(d.DeleteNode(ctx, cluster, "cp-0")).To(Succeed())
@@ -398,12 +398,13 @@ func dockerCLI(t *testing.T, args ...string) string {
 	return out
 }
 
-// readContainerFile copies a file out of a container: the simulator image has no shell.
-func readContainerFile(t *testing.T, container, path string) string {
+// readBackendsFile copies the backends file out of a load-balancer container: the
+// simulator image has no shell.
+func readBackendsFile(t *testing.T, container string) string {
 	t.Helper()
 	dir := t.TempDir()
-	dockerCLI(t, "cp", container+":"+path, dir)
-	content, err := os.ReadFile(filepath.Join(dir, filepath.Base(path)))
+	dockerCLI(t, "cp", container+":"+lbBackendsFile, dir)
+	content, err := os.ReadFile(filepath.Join(dir, filepath.Base(lbBackendsFile)))
 	if err != nil {
 		t.Fatal(err)
 	}
