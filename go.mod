@@ -14,6 +14,7 @@ require (
 	github.com/siderolabs/talos/pkg/machinery v1.13.3
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10
+	github.com/stmcginnis/gofish v0.23.0
 	go.etcd.io/etcd/api/v3 v3.6.14
 	go.etcd.io/etcd/client/pkg/v3 v3.6.14
 	go.etcd.io/etcd/client/v3 v3.6.14

@@ -14,9 +14,20 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package power controls bare-metal hosts through their BMCs, Redfish or IPMI, behind one
-// interface: power on, off and cycle, power state, and one-time boot device. Credentials come
-// only from Secrets and never reach logs, events or status.
+// Package power controls bare-metal hosts through their BMCs behind one small interface,
+// Controller: power state, power on, off and cycle, and a one-time boot device (PXE or disk,
+// UEFI or legacy).
 //
-// Empty until the bare-metal infrastructure issue lands.
+// New picks the protocol from the BMC address:
+//
+//	redfish://host[:port][/redfish/v1/Systems/<id>]       Redfish over HTTPS
+//	redfish+http://host[:port][/redfish/v1/Systems/<id>]  Redfish over plain HTTP
+//	ipmi://host[:port]                                    IPMI (not supported yet)
+//
+// Credentials come only from Secrets (CredentialsFromSecret) and never reach logs, events,
+// status or errors: Credentials prints, marshals and logs without its password.
+//
+// The package does not decide when to power a host on or off, and it does not wait for a
+// host to reach a power state: a Controller reports what the BMC says, and the MetalHost
+// reconciler compares that with what it asked for.
 package power
