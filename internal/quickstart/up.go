@@ -223,6 +223,9 @@ func ensurePlane(ctx context.Context, opts Options, rt string) (*plane.Plane, er
 	if p, err := plane.Open(dir, opts.Out); err == nil && p.Running() {
 		sayf(opts.Out, "Using the management plane running from %s\n", dir)
 		return p, nil
+	} else if err == nil {
+		sayf(opts.Out, "The management plane in %s is not running (stopped, or the machine restarted): starting a new one. "+
+			"'talon down' removes what clusters of the old one left in Docker.\n", dir)
 	}
 	for _, name := range []string{plane.ClusterctlBinary, CAPIManagerBinary, BootstrapBinary, ControlPlaneBin, InfraBinary} {
 		if _, err := os.Stat(filepath.Join(opts.BinDir, name)); err != nil {
