@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -313,21 +312,8 @@ func (p *Plane) startEtcd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	httpClient := &http.Client{Timeout: 2 * time.Second}
 	err = waitFor(ctx, proc, 60*time.Second, "healthy", func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, clientURL+"/health", http.NoBody)
-		if err != nil {
-			return err
-		}
-		resp, err := httpClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = resp.Body.Close() }()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("etcd /health answered %s", resp.Status)
-		}
-		return nil
+		return answersOK(ctx, clientURL+"/health")
 	})
 	if err != nil {
 		return err

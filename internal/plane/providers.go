@@ -22,7 +22,6 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -198,21 +197,8 @@ func (p *Plane) StartManager(ctx context.Context, m Manager) error {
 		return err
 	}
 	readyz := "http://127.0.0.1:" + strconv.Itoa(m.HealthPort) + "/readyz"
-	httpClient := &http.Client{Timeout: 2 * time.Second}
 	return waitFor(ctx, proc, 2*time.Minute, "ready", func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, readyz, http.NoBody)
-		if err != nil {
-			return err
-		}
-		resp, err := httpClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = resp.Body.Close() }()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s answered %s", readyz, resp.Status)
-		}
-		return nil
+		return answersOK(ctx, readyz)
 	})
 }
 

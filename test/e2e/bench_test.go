@@ -84,7 +84,8 @@ func BenchmarkScenarios(b *testing.B) {
 func benchRuntime(ctx context.Context, b *testing.B, bin, config, rt string) [][]string {
 	b.Helper()
 	dir := b.TempDir()
-	p, err := plane.Start(ctx, plane.Options{Dir: filepath.Join(dir, quickstart.PlaneDirName), BinDir: bin})
+	// Not in <dir>/.plane: Down would remove a plane it finds there once its clusters are gone.
+	p, err := plane.Start(ctx, plane.Options{Dir: filepath.Join(dir, "bench-plane"), BinDir: bin})
 	if err != nil {
 		b.Fatal(err)
 	}

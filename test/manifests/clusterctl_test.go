@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -53,17 +54,11 @@ func TestClusterctlGeneratesACluster(t *testing.T) {
 	versions, err := os.ReadDir(filepath.Join(envtest.RepoRoot(), "out", "repository", "infrastructure-talon"))
 	g.Expect(err).NotTo(HaveOccurred(), "run 'make release-manifests' first")
 	g.Expect(versions).To(HaveLen(1))
-	cmd := exec.CommandContext(ctx, clusterctl, "generate", "cluster", "demo",
+	// No management cluster is needed once provider and version are named.
+	out := runClusterctl(t, clusterctl, []string{"KUBECONFIG=" + filepath.Join(t.TempDir(), "none")}, "generate", "cluster", "demo",
 		"--config", filepath.Join(envtest.RepoRoot(), "out", "clusterctl.yaml"),
 		"--infrastructure", "talon:"+versions[0].Name(), "--kubernetes-version", "v1.36.3", "--target-namespace", ns,
 		"--control-plane-machine-count", "3", "--worker-machine-count", "4")
-	// No management cluster is needed once provider and version are named. clusterctl keeps
-	// its own files under $HOME.
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "KUBECONFIG="+filepath.Join(t.TempDir(), "none"))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	g.Expect(err).NotTo(HaveOccurred(), "clusterctl generate cluster: %s", stderr.String())
 
 	objs, err := utilyaml.ToUnstructured(out)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -101,12 +96,7 @@ func TestClusterctlGeneratesTheClusterClass(t *testing.T) {
 	env.StartManager(t, envtest.ManagerOptions{})
 	ns := env.NewNamespace(t, "clusterclass")
 
-	cmd := exec.CommandContext(ctx, clusterctl, "generate", "yaml", "--from", filepath.Join(envtest.RepoRoot(), "out", "clusterclass-talos-docker.yaml"))
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "NAMESPACE="+ns)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	g.Expect(err).NotTo(HaveOccurred(), "clusterctl generate yaml: %s", stderr.String())
+	out := runClusterctl(t, clusterctl, []string{"NAMESPACE=" + ns}, "generate", "yaml", "--from", filepath.Join(envtest.RepoRoot(), "out", "clusterclass-talos-docker.yaml"))
 	objs, err := utilyaml.ToUnstructured(out)
 	g.Expect(err).NotTo(HaveOccurred())
 	kinds := make([]string, 0, len(objs))
@@ -119,4 +109,19 @@ func TestClusterctlGeneratesTheClusterClass(t *testing.T) {
 	}
 	g.Expect(kinds).To(ConsistOf("ClusterClass", "TalosDockerClusterTemplate", "TalosControlPlaneTemplate",
 		"TalosDockerMachineTemplate", "TalosDockerMachineTemplate", "TalosConfigTemplate"))
+}
+
+// runClusterctl runs clusterctl with args and the extra environment env, with its own
+// $HOME (where clusterctl keeps files), and returns its standard output.
+func runClusterctl(t *testing.T, clusterctl string, env []string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), clusterctl, args...)
+	cmd.Env = append(append(os.Environ(), "HOME="+t.TempDir()), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("clusterctl %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return out
 }
