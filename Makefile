@@ -94,7 +94,11 @@ tools: $(TOOLS) ## Build every pinned tool and management-plane binary into bin/
 ##@ Test
 
 .PHONY: test
-test: verify-gen lint release-manifests tools $(if $(findstring docker,$(TALON_REQUIRE)),sim-image) test-go ## Run verify-gen, lint and every test (the CI entry point)
+test: verify-gen lint release-manifests tools test-deps $(if $(findstring docker,$(TALON_REQUIRE)),sim-image) test-go ## Run verify-gen, lint and every test (the CI entry point)
+
+.PHONY: test-deps
+test-deps: ## Install the Debian packages the boot service's firmware test needs (QEMU, iPXE, OVMF), if missing
+	@bash hack/install-test-deps.sh || echo "Could not install the firmware test's packages: it skips (list qemu in TALON_REQUIRE to make that a failure)"
 
 .PHONY: test-go
 test-go: $(TOOLS) ## Run the Go tests (unit and envtest) with gotestsum

@@ -69,6 +69,8 @@ type state struct {
 	APIServerPort int       `json:"apiServerPort"`
 	Processes     []Process `json:"processes"`
 	Managers      []Manager `json:"managers,omitempty"`
+	// External is set for a plane attached to a cluster the plane did not start.
+	External bool `json:"external,omitempty"`
 }
 
 // Options configure Start.
@@ -131,6 +133,54 @@ func Start(ctx context.Context, opts Options) (_ *Plane, err error) {
 	return p, nil
 }
 
+// Attach makes a plane of the existing cluster of kubeconfig: it starts no etcd or API
+// server, but keeps its directory, certificates and managers like a plane it started, so
+// that InstallCertManagerAPI, Clusterctl and StartManager work the same. The cluster's API
+// server must reach this machine's 127.0.0.1 to call the local managers' webhooks, as one
+// running on this machine does. Remove stops the managers and leaves the cluster running.
+func Attach(ctx context.Context, opts Options, kubeconfig string) (*Plane, error) {
+	if running, err := Open(opts.Dir, opts.Log); err == nil && running.Running() {
+		return nil, fmt.Errorf("a management plane already runs from %s: use it or stop it first", opts.Dir)
+	}
+	binDir, err := filepath.Abs(opts.BinDir)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	config, err := os.ReadFile(kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the kubeconfig of the cluster to attach to: %w", err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	p := &Plane{dir: dir, state: state{BinDir: binDir, External: true}, log: opts.Log}
+	if p.log == nil {
+		p.log = io.Discard
+	}
+	if err := errors.Join(p.writePKI(), os.WriteFile(p.Kubeconfig(), config, 0o600), p.save()); err != nil {
+		return nil, err
+	}
+	c, err := p.Client(client.Options{})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.List(ctx, &corev1.NamespaceList{}, client.Limit(1)); err != nil {
+		return nil, fmt.Errorf("cannot reach the cluster of %s: %w", kubeconfig, err)
+	}
+	p.logf("Attached to the cluster of %s\n", kubeconfig)
+	return p, nil
+}
+
+// External says whether the plane is attached to a cluster it did not start.
+func (p *Plane) External() bool { return p.state.External }
+
 // Open finds the plane recorded in dir, running or not; ErrNotFound if there is none.
 func Open(dir string, log io.Writer) (*Plane, error) {
 	abs, err := filepath.Abs(dir)
@@ -160,8 +210,17 @@ func (p *Plane) Dir() string { return p.dir }
 // BinDir is where the plane's programs come from.
 func (p *Plane) BinDir() string { return p.state.BinDir }
 
-// Running says whether the API server of the plane runs.
+// Running says whether the API server of the plane runs (for an attached plane: whether
+// its managers do).
 func (p *Plane) Running() bool {
+	if p.state.External {
+		for _, proc := range p.state.Processes {
+			if !proc.Alive() {
+				return false
+			}
+		}
+		return len(p.state.Processes) > 0
+	}
 	for _, proc := range p.state.Processes {
 		if proc.Name == APIServerBinary {
 			return proc.Alive()

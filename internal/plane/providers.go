@@ -45,6 +45,10 @@ import (
 // ClusterctlBinary is clusterctl in the plane's bin directory.
 const ClusterctlBinary = "clusterctl"
 
+// certManagerAPILabel marks the CustomResourceDefinitions of cert-manager's API the plane
+// installs (see certmanager-api.yaml).
+const certManagerAPILabel, certManagerAPIValue = "talon.dev/local-plane", "cert-manager-api"
+
 // RunsLocallyAnnotation marks a provider Deployment the plane scaled to zero because its
 // manager runs as a local process; the value names the process.
 const RunsLocallyAnnotation = "talon.dev/runs-locally"
@@ -136,6 +140,29 @@ func (p *Plane) InstallCertManagerAPI(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// UninstallCertManagerAPI removes the CustomResourceDefinitions InstallCertManagerAPI
+// installed, with every object of their kinds.
+func (p *Plane) UninstallCertManagerAPI(ctx context.Context) error {
+	c, err := p.typedClient()
+	if err != nil {
+		return err
+	}
+	return c.DeleteAllOf(ctx, &apiextensionsv1.CustomResourceDefinition{}, client.MatchingLabels{certManagerAPILabel: certManagerAPIValue})
+}
+
+// RemoveClusterctlInventory removes the CustomResourceDefinition of clusterctl's provider
+// inventory (providers.clusterctl.cluster.x-k8s.io), which clusterctl init creates and
+// clusterctl delete leaves; call it once every provider is deleted.
+func (p *Plane) RemoveClusterctlInventory(ctx context.Context) error {
+	c, err := p.typedClient()
+	if err != nil {
+		return err
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	crd.Name = "providers.clusterctl.cluster.x-k8s.io"
+	return client.IgnoreNotFound(c.Delete(ctx, crd))
 }
 
 // Clusterctl runs the plane's clusterctl against the plane with extra environment

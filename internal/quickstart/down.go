@@ -23,12 +23,15 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
 
 	dockerruntime "github.com/talon-capi/talon/infrastructure/docker/runtime"
 	"github.com/talon-capi/talon/internal/plane"
@@ -96,6 +99,39 @@ func Down(ctx context.Context, opts DownOptions) error {
 		sayf(opts.Out, "The management plane stays: %d other cluster(s) use it\n", len(left))
 		return nil
 	}
+	if p.External() {
+		// Up installed Cluster API and Talon into a cluster it did not start: they go, the
+		// cluster stays.
+		if err := p.Stop(ctx); err != nil {
+			return err
+		}
+		// The garbage collector removes the deleted clusters' templates a moment later;
+		// clusterctl refuses to remove CRDs while objects of them exist.
+		// One provider per call, Cluster API's core last: clusterctl lists the kinds it knew
+		// when it started, so a call that removes two providers' CRDs fails on the second.
+		deadline := time.Now().Add(opts.Timeout)
+		for _, providers := range [][]string{
+			{"--infrastructure", "talon"}, {"--control-plane", "talon"}, {"--bootstrap", "talon"}, {"--core", "cluster-api"},
+		} {
+			for {
+				_, err := p.Clusterctl(ctx, nil, append(append([]string{"delete"}, providers...), "--include-crd", "--include-namespace")...)
+				if err == nil {
+					break
+				}
+				if !strings.Contains(err.Error(), "found existing objects") || time.Now().After(deadline) {
+					return err
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(2 * time.Second):
+				}
+			}
+		}
+		if err := errors.Join(p.RemoveClusterctlInventory(ctx), p.UninstallCertManagerAPI(ctx)); err != nil {
+			return err
+		}
+	}
 	if err := p.Remove(ctx); err != nil {
 		return err
 	}
@@ -148,9 +184,34 @@ func deleteCluster(ctx context.Context, rec *Record, opts DownOptions) error {
 			}
 			sayf(opts.Out, "Cluster %s deleted in %s\n", key, time.Since(start).Round(time.Second))
 		}
+		if err := deleteApplied(ctx, c, filepath.Join(opts.OutDir, rec.Name, "cluster.yaml")); err != nil {
+			return err
+		}
 	}
 	if rec.Runtime == RuntimeDocker {
 		return removeFromDocker(ctx, dockerruntime.Cluster{Namespace: rec.Namespace, Name: rec.Name}, opts.Out)
+	}
+	return nil
+}
+
+// deleteApplied deletes what up applied from manifest (cluster.yaml) and the Cluster's
+// deletion left: the templates no Cluster API object owns.
+func deleteApplied(ctx context.Context, c client.Client, manifest string) error {
+	data, err := os.ReadFile(manifest)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	objs, err := utilyaml.ToUnstructured(data)
+	if err != nil {
+		return err
+	}
+	for i := range objs {
+		if err := c.Delete(ctx, &objs[i]); err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+			return fmt.Errorf("failed to delete %s %s: %w", objs[i].GetKind(), objs[i].GetName(), err)
+		}
 	}
 	return nil
 }

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -90,8 +91,10 @@ type Options struct {
 	KubernetesVersion string
 	// Runtime is RuntimeDocker, RuntimeSim or empty to choose (see ChooseRuntime).
 	Runtime string
-	// Kubeconfig, when set, names a management cluster with Cluster API and Talon installed
-	// (their managers running) instead of a local plane.
+	// Kubeconfig, when set, names a management cluster to use instead of a local plane. If
+	// Talon is installed there (its managers running), up only creates the cluster;
+	// otherwise it installs Cluster API and Talon there with clusterctl and runs their
+	// managers here, as for a local plane.
 	Kubeconfig string
 	// BinDir holds the tools and the managers (make tools build).
 	BinDir string
@@ -110,7 +113,7 @@ type Options struct {
 var Scheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, clusterv1.AddToScheme, bootstrapv1.AddToScheme, controlplanev1.AddToScheme, infrav1.AddToScheme,
+		clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, clusterv1.AddToScheme, bootstrapv1.AddToScheme, controlplanev1.AddToScheme, infrav1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			panic(err)
@@ -166,7 +169,13 @@ func Up(ctx context.Context, opts Options) (*Record, error) {
 
 	rec := &Record{Namespace: opts.Namespace, Name: opts.Name, Runtime: rt, Image: image, Kubeconfig: opts.Kubeconfig}
 	clusterDir := filepath.Join(opts.OutDir, opts.Name)
-	if opts.Kubeconfig == "" {
+	installed := false
+	if opts.Kubeconfig != "" {
+		if installed, err = talonInstalled(ctx, opts.Kubeconfig); err != nil {
+			return nil, err
+		}
+	}
+	if !installed {
 		p, err := ensurePlane(ctx, opts, rt)
 		if err != nil {
 			return nil, err
@@ -183,12 +192,6 @@ func Up(ctx context.Context, opts Options) (*Record, error) {
 	c, err := managementClient(rec.Kubeconfig)
 	if err != nil {
 		return nil, err
-	}
-	if err := c.List(ctx, &infrav1.TalosDockerClusterList{}, client.Limit(1)); meta.IsNoMatchError(err) {
-		return nil, fmt.Errorf("the management cluster of %s has no Talon: run 'clusterctl init --config %s --bootstrap talon --control-plane talon --infrastructure talon' there first",
-			rec.Kubeconfig, opts.ClusterctlConfig)
-	} else if err != nil {
-		return nil, fmt.Errorf("cannot reach the management cluster of %s: %w", rec.Kubeconfig, err)
 	}
 	existing := &clusterv1.Cluster{}
 	switch err := c.Get(ctx, client.ObjectKey{Namespace: opts.Namespace, Name: opts.Name}, existing); {
@@ -236,7 +239,16 @@ func ensurePlane(ctx context.Context, opts Options, rt string) (*plane.Plane, er
 		return nil, fmt.Errorf("clusterctl configuration %s not found: run 'make release-manifests' first (make quickstart does)", opts.ClusterctlConfig)
 	}
 	start := time.Now()
-	p, err := plane.Start(ctx, plane.Options{Dir: dir, BinDir: opts.BinDir, Log: opts.Out})
+	planeOpts := plane.Options{Dir: dir, BinDir: opts.BinDir, Log: opts.Out}
+	var p *plane.Plane
+	var err error
+	if opts.Kubeconfig != "" {
+		sayf(opts.Out, "The cluster of %s has no Talon: installing Cluster API and Talon there with their managers running here "+
+			"(its API server must reach this machine's 127.0.0.1 for their webhooks)\n", opts.Kubeconfig)
+		p, err = plane.Attach(ctx, planeOpts, opts.Kubeconfig)
+	} else {
+		p, err = plane.Start(ctx, planeOpts)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -401,6 +413,22 @@ func WriteFiles(ctx context.Context, c client.Reader, namespace, name, dir strin
 // sayf writes progress for the user; a progress line that cannot be written is no reason
 // to stop.
 func sayf(w io.Writer, format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }
+
+// talonInstalled says whether the management cluster of kubeconfig serves Talon's API.
+func talonInstalled(ctx context.Context, kubeconfig string) (bool, error) {
+	c, err := managementClient(kubeconfig)
+	if err != nil {
+		return false, err
+	}
+	err = c.List(ctx, &infrav1.TalosDockerClusterList{}, client.Limit(1))
+	switch {
+	case meta.IsNoMatchError(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("cannot reach the management cluster of %s: %w", kubeconfig, err)
+	}
+	return true, nil
+}
 
 // managementClient is a client of the management cluster of kubeconfig.
 func managementClient(kubeconfig string) (client.Client, error) {

@@ -415,3 +415,48 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
+
+// TestUpOnAnExistingCluster: talon up --kubeconfig on a cluster without Cluster API
+// installs Cluster API and Talon there with clusterctl, runs their managers here and makes
+// the cluster (simulated nodes in the infrastructure manager); talon down deletes the
+// cluster and uninstalls what up installed, and leaves the cluster itself running.
+func TestUpOnAnExistingCluster(t *testing.T) {
+	ctx := t.Context()
+	bin, err := binDir()
+	require.Layer(t, Layer, err)
+	config := filepath.Join(envtest.RepoRoot(), "out", "clusterctl.yaml")
+	if _, err := os.Stat(config); err != nil {
+		t.Fatalf("%s is missing: run 'make release-manifests' first", config)
+	}
+	t.Setenv("HOME", t.TempDir())
+	s := &suite{t: t, g: NewWithT(t), bin: bin, out: t.TempDir(), clusterctl: config}
+	existing, err := plane.Start(ctx, plane.Options{Dir: filepath.Join(t.TempDir(), "existing"), BinDir: bin})
+	s.g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = existing.Remove(context.Background()) })
+	t.Cleanup(func() {
+		if p, err := plane.Open(filepath.Join(s.out, quickstart.PlaneDirName), nil); err == nil {
+			_ = p.Stop(context.Background())
+		}
+	})
+
+	out := s.talon("up", "--kubeconfig", existing.Kubeconfig(), "--out", s.out, "--name", "attached", "--workers", "1",
+		"--bin-dir", s.bin, "--config", s.clusterctl, "--runtime", "sim", "--timeout", "5m")
+	s.g.Expect(out).To(ContainSubstring("has no Talon: installing Cluster API and Talon there"))
+	s.g.Expect(out).To(ContainSubstring("Cluster attached is ready"))
+	c := s.client(existing.Kubeconfig())
+	s.g.Expect(usableMachines(ctx, s.g, c, "default", "attached")).To(HaveLen(2))
+
+	s.talon("down", "--out", s.out)
+	s.g.Expect(existing.Running()).To(BeTrue(), "the existing cluster keeps running")
+	// The API server removes a deleted CRD once it has removed its objects.
+	s.g.Eventually(func(g Gomega) {
+		crds := &apiextensionsv1.CustomResourceDefinitionList{}
+		g.Expect(c.List(ctx, crds)).To(Succeed())
+		for _, crd := range crds.Items {
+			g.Expect(crd.Spec.Group).NotTo(Or(HaveSuffix("cluster.x-k8s.io"), Equal("cert-manager.io")), "CRD %s is left", crd.Name)
+		}
+	}).WithTimeout(time.Minute).Should(Succeed())
+	entries, err := os.ReadDir(s.out)
+	s.g.Expect(err).NotTo(HaveOccurred())
+	s.g.Expect(entries).To(BeEmpty())
+}
