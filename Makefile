@@ -29,7 +29,7 @@ IMAGE_TAG ?= dev
 SIM_IMAGE ?= $(IMAGE_REGISTRY)/talon-sim:$(IMAGE_TAG)
 
 # The layers a test run must not skip (see docs/testing.md).
-TALON_REQUIRE ?= envtest,docker,e2e
+TALON_REQUIRE ?= envtest,docker,e2e,netns
 TEST_TIMEOUT ?= 30m
 
 CONTROLLER_GEN := $(BIN)/controller-gen

@@ -22,6 +22,7 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -237,12 +238,21 @@ func (p *Plane) routeWebhooks(ctx context.Context, c client.Client, m Manager) e
 		return err
 	}
 	selector := client.MatchingLabels{clusterv1.ProviderNameLabel: m.Provider}
-	local := func(cc *admissionregistrationv1.WebhookClientConfig) {
-		path := ""
-		if cc.Service != nil && cc.Service.Path != nil {
-			path = *cc.Service.Path
+	// localURL is the manager's address for the webhook's path: the Service reference's, or
+	// that of a URL an earlier start of the manager set.
+	localURL := func(servicePath, url *string) *string {
+		path := ptr.Deref(servicePath, "")
+		if u, err := neturl.Parse(ptr.Deref(url, "")); servicePath == nil && err == nil {
+			path = u.Path
 		}
-		cc.Service, cc.URL, cc.CABundle = nil, ptr.To(fmt.Sprintf("https://127.0.0.1:%d%s", m.WebhookPort, path)), ca
+		return ptr.To(fmt.Sprintf("https://127.0.0.1:%d%s", m.WebhookPort, path))
+	}
+	local := func(cc *admissionregistrationv1.WebhookClientConfig) {
+		var servicePath *string
+		if cc.Service != nil {
+			servicePath = cc.Service.Path
+		}
+		cc.Service, cc.URL, cc.CABundle = nil, localURL(servicePath, cc.URL), ca
 	}
 
 	validating := &admissionregistrationv1.ValidatingWebhookConfigurationList{}
@@ -280,11 +290,11 @@ func (p *Plane) routeWebhooks(ctx context.Context, c client.Client, m Manager) e
 			continue
 		}
 		cc := conversion.Webhook.ClientConfig
-		path := ""
-		if cc.Service != nil && cc.Service.Path != nil {
-			path = *cc.Service.Path
+		var servicePath *string
+		if cc.Service != nil {
+			servicePath = cc.Service.Path
 		}
-		cc.Service, cc.URL, cc.CABundle = nil, ptr.To(fmt.Sprintf("https://127.0.0.1:%d%s", m.WebhookPort, path)), ca
+		cc.Service, cc.URL, cc.CABundle = nil, localURL(servicePath, cc.URL), ca
 		if err := c.Update(ctx, &crds.Items[i]); err != nil {
 			return err
 		}

@@ -109,6 +109,8 @@ type BMC struct {
 	ignorePower bool
 	// release is open while the BMC is unreachable; closing it lets waiting requests go.
 	release chan struct{}
+	// held counts the requests waiting on release.
+	held int
 
 	server *httptest.Server
 }

@@ -317,6 +317,8 @@ func TestUnreachable(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("Client.Timeout exceeded")))
 	g.Expect(time.Since(start)).To(BeNumerically("<", 2*time.Second))
 
+	// The request the client gave up on is let go.
+	g.Eventually(b.Held).WithTimeout(2 * time.Second).Should(BeZero())
 	// A new connection each time: the transport retries a request on a reused one.
 	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	dropped := make(chan error, 1)
@@ -327,7 +329,7 @@ func TestUnreachable(t *testing.T) {
 		}
 		dropped <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	g.Eventually(b.Held).WithTimeout(2*time.Second).Should(Equal(1), "the request reached the BMC")
 	b.SetUnreachable(false)
 	g.Eventually(dropped).WithTimeout(2 * time.Second).Should(Receive(HaveOccurred()))
 	g.Expect(request(t, b, http.MethodGet, "/redfish/v1/", "", false).status).To(Equal(http.StatusOK))
@@ -339,7 +341,7 @@ func TestUnreachable(t *testing.T) {
 			_ = resp.Body.Close()
 		}
 	}()
-	time.Sleep(100 * time.Millisecond)
+	g.Eventually(b.Held).WithTimeout(2*time.Second).Should(Equal(1), "the request reached the BMC")
 	closed := make(chan struct{})
 	go func() { b.Close(); close(closed) }()
 	g.Eventually(closed).WithTimeout(2 * time.Second).Should(BeClosed())

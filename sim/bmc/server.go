@@ -127,6 +127,9 @@ func (b *BMC) httpServer() *httptest.Server {
 func (b *BMC) waitIfUnreachable(r *http.Request) bool {
 	b.mu.Lock()
 	release := b.release
+	if release != nil {
+		b.held++
+	}
 	b.mu.Unlock()
 	if release == nil {
 		return false
@@ -135,7 +138,17 @@ func (b *BMC) waitIfUnreachable(r *http.Request) bool {
 	case <-release:
 	case <-r.Context().Done():
 	}
+	b.mu.Lock()
+	b.held--
+	b.mu.Unlock()
 	return true
+}
+
+// Held is how many requests the unreachable BMC holds right now.
+func (b *BMC) Held() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.held
 }
 
 func listenLocal() net.Listener {

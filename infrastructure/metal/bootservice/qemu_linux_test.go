@@ -27,7 +27,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -101,14 +100,8 @@ func TestQEMUNetworkBoot(t *testing.T) {
 
 // qemuUnavailable says what is missing to run the firmware test, or nil.
 func qemuUnavailable(files ...string) error {
-	if os.Geteuid() != 0 {
-		return errors.New("needs root to create a network namespace, a bridge and a tap device")
-	}
-	if setnsTrap == 0 {
-		return fmt.Errorf("does not know the setns system call number on %s", runtime.GOARCH)
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		return errors.New("needs the ip command (Debian package iproute2)")
+	if err := netnsUnavailable(); err != nil {
+		return err
 	}
 	if _, err := exec.LookPath(qemuBinary); err != nil {
 		return fmt.Errorf("needs %s (Debian package qemu-system-x86; see hack/install-test-deps.sh)", qemuBinary)

@@ -18,6 +18,7 @@ package bootservice
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -32,21 +33,30 @@ import (
 	"github.com/insomniacslk/dhcp/iana"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/talon-capi/talon/test/require"
 )
+
+// netnsUnavailable says why this machine cannot make network namespaces and veth or tap
+// devices for the tests, or nil.
+func netnsUnavailable() error {
+	if os.Geteuid() != 0 {
+		return errors.New("needs root to create network namespaces and network devices (ip netns)")
+	}
+	if setnsTrap == 0 {
+		return fmt.Errorf("does not know the setns system call number on %s", runtime.GOARCH)
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		return errors.New("needs the ip command (Debian package iproute2)")
+	}
+	return nil
+}
 
 // TestDHCPOverVeth runs a real DHCP exchange on the wire: the service listens on the host end
 // of a veth pair, the client socket lives in a network namespace on the other end, with no
 // address yet, and broadcasts as PXE firmware does.
 func TestDHCPOverVeth(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a network namespace and a veth pair (ip netns); CI runs it as root")
-	}
-	if setnsTrap == 0 {
-		t.Skipf("does not know the setns system call number on %s", runtime.GOARCH)
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs the ip command (iproute2) to create a network namespace")
-	}
+	require.Layer(t, "netns", netnsUnavailable())
 	g := NewWithT(t)
 	ns := fmt.Sprintf("talon-bs-%d", os.Getpid())
 	hostIf := fmt.Sprintf("tbs%d", os.Getpid()%1000000)
