@@ -98,7 +98,7 @@ type system struct {
 }
 
 // BMC is a simulated Redfish BMC. It is an http.Handler; Start, StartTLS, NewServer and
-// NewTLSServer serve it.
+// NewTLSServer serve it. StartIPMI and ServeIPMI serve the same BMC over IPMI too.
 type BMC struct {
 	cfg Config
 
@@ -111,6 +111,8 @@ type BMC struct {
 	release chan struct{}
 	// held counts the requests waiting on release.
 	held int
+	// ipmi is the IPMI LAN interface's state (ipmi.go).
+	ipmi ipmiState
 
 	server *httptest.Server
 }

@@ -15,7 +15,7 @@ limitations under the License.
 */
 
 // Package bmc is a simulated baseboard management controller that speaks Redfish over
-// HTTP or HTTPS, for tests and for simulated bare-metal hosts.
+// HTTP or HTTPS, and IPMI over LAN, for tests and for simulated bare-metal hosts.
 //
 // It serves the part of the Redfish schema a power controller uses, with the property
 // names, annotations and status codes of DSP0266 and the DMTF schemas (checked against
@@ -31,6 +31,17 @@ limitations under the License.
 // system boots with), and faults can be injected: SetUnreachable makes the BMC stop
 // answering, SetIgnorePower makes it accept resets without changing the power state.
 //
-// It is not a BMC emulator: there is no IPMI, no virtual media, no BIOS settings, no
-// event service, and only the boot targets and reset types listed in this package.
+// StartIPMI and ServeIPMI serve the same BMC over IPMI v2.0 on UDP (ipmi*.go): RMCP and
+// ASF presence pings, RMCP+ session setup (Open Session, RAKP 1-4) with cipher suite 3
+// (RAKP-HMAC-SHA1, HMAC-SHA1-96, AES-CBC-128) for the configured user, authenticated and
+// encrypted session packets with sequence numbers checked, and the commands a power
+// controller sends: Get Channel Authentication Capabilities, Get Channel Cipher Suites,
+// Set Session Privilege Level, Close Session, Get Chassis Status, Chassis Control and
+// Get/Set System Boot Options (set in progress and boot flags). IPMI controls the first
+// system; chassis controls are the Redfish resets, so the same power events and faults
+// apply, and an unreachable BMC drops IPMI packets.
+//
+// It is not a BMC emulator: there are no IPMI v1.5 sessions, no virtual media, no BIOS
+// settings, no event service, no sensors, and only the boot targets and reset types listed
+// in this package.
 package bmc

@@ -102,7 +102,8 @@ func (b *BMC) Certificate() *x509.Certificate {
 	return nil
 }
 
-// Close stops serving, first dropping the requests an unreachable BMC holds.
+// Close stops serving Redfish and IPMI, first dropping the requests an unreachable BMC
+// holds.
 func (b *BMC) Close() {
 	b.mu.Lock()
 	if b.release != nil {
@@ -114,6 +115,7 @@ func (b *BMC) Close() {
 	if srv != nil {
 		srv.Close()
 	}
+	b.closeIPMI()
 }
 
 func (b *BMC) httpServer() *httptest.Server {

@@ -89,7 +89,12 @@ func TestNew(t *testing.T) {
 	}{
 		{name: "redfish", address: "redfish://10.0.0.5", creds: creds},
 		{name: "redfish over HTTP with a timeout", address: "redfish+http://10.0.0.5", creds: creds, opts: []Option{WithTimeout(time.Second)}},
-		{name: "IPMI", address: "ipmi://10.0.0.5", creds: creds, wantErr: "BMC ipmi://10.0.0.5: IPMI is not supported yet, use a redfish:// address", wantKind: ErrNotSupported},
+		{name: "IPMI", address: "ipmi://10.0.0.5", creds: creds},
+		{name: "IPMI with a port", address: "ipmi://[fd00::5]:6230", creds: creds},
+		{name: "IPMI port out of range", address: "ipmi://10.0.0.5:70000", creds: creds, wantErr: `invalid BMC address ipmi://10.0.0.5:70000: invalid port "70000"`},
+		{name: "IPMI password too long", address: "ipmi://10.0.0.5", creds: Credentials{Username: "admin", Password: "s3cret-pw-0123456789x"}, wantErr: "password for BMC ipmi://10.0.0.5 is 21 bytes long, IPMI allows at most 20"},
+		{name: "IPMI user name too long", address: "ipmi://10.0.0.5", creds: Credentials{Username: "administrator-of-rack1", Password: "s3cret-pw"}, wantErr: "user name for BMC ipmi://10.0.0.5 is 22 bytes long, IPMI allows at most 16"},
+		{name: "IPMI without username", address: "ipmi://10.0.0.5", creds: Credentials{Password: "s3cret-pw"}, wantErr: "no username for BMC ipmi://10.0.0.5"},
 		{name: "bad scheme", address: "http://10.0.0.5", creds: creds, wantErr: "unsupported scheme"},
 		{name: "no username", address: "redfish://10.0.0.5", creds: Credentials{Password: "s3cret-pw"}, wantErr: "no username for BMC redfish://10.0.0.5"},
 		{name: "zero timeout", address: "redfish://10.0.0.5", creds: creds, opts: []Option{WithTimeout(0)}, wantErr: "invalid BMC timeout 0s: must be positive"},

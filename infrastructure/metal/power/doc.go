@@ -22,7 +22,12 @@ limitations under the License.
 //
 //	redfish://host[:port][/redfish/v1/Systems/<id>]       Redfish over HTTPS
 //	redfish+http://host[:port][/redfish/v1/Systems/<id>]  Redfish over plain HTTP
-//	ipmi://host[:port]                                    IPMI (not supported yet)
+//	ipmi://host[:port]                                    IPMI v2.0 over LAN (RMCP+), port 623 by default
+//
+// IPMI sessions log in at the Operator privilege with the cipher suite go-ipmi picks from
+// those the BMC lists (17 or else 3, the one every IPMI v2.0 BMC has); IPMI limits user
+// names to 16 bytes and passwords to 20. Every call of a Controller opens its own session
+// or connection and closes it before it returns.
 //
 // Credentials come only from Secrets (CredentialsFromSecret) and never reach logs, events,
 // status or errors: Credentials prints, marshals and logs without its password.

@@ -29,8 +29,6 @@ import (
 
 // Errors a caller may want to tell apart, e.g. for a condition reason; test with errors.Is.
 var (
-	// ErrNotSupported: New recognises the protocol of the address but cannot speak it yet.
-	ErrNotSupported = errors.New("not supported yet")
 	// ErrTimeout: the BMC did not answer within the Controller's timeout.
 	ErrTimeout = errors.New("BMC did not answer in time")
 	// ErrUnauthorized: the BMC rejected the credentials, or the user may not do the operation.

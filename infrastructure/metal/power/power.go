@@ -132,7 +132,8 @@ func WithTimeout(d time.Duration) Option {
 
 // New returns a Controller for the BMC at address (see the package documentation for the
 // forms), authenticating with creds. insecureSkipVerify accepts any TLS certificate, for
-// BMCs with self-signed ones. New only parses; it does not contact the BMC.
+// Redfish BMCs with self-signed ones; IPMI has no certificates. New only parses; it does
+// not contact the BMC.
 func New(address string, creds Credentials, insecureSkipVerify bool, opts ...Option) (Controller, error) {
 	options := Options{Timeout: DefaultTimeout}
 	for _, opt := range opts {
@@ -145,13 +146,13 @@ func New(address string, creds Credentials, insecureSkipVerify bool, opts ...Opt
 	if err != nil {
 		return nil, err
 	}
+	if creds.Username == "" {
+		return nil, fmt.Errorf("no username for BMC %s", addr)
+	}
 	switch addr.protocol {
 	case protocolRedfish:
-		if creds.Username == "" {
-			return nil, fmt.Errorf("no username for BMC %s", addr)
-		}
 		return newRedfish(addr, creds, insecureSkipVerify, options), nil
 	default: // protocolIPMI
-		return nil, fmt.Errorf("BMC %s: IPMI is %w, use a redfish:// address", addr, ErrNotSupported)
+		return newIPMI(addr, creds, options)
 	}
 }

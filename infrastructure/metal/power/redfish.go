@@ -163,9 +163,9 @@ func (r *redfishController) withSystem(ctx context.Context, operation string, fn
 	case ctx.Err() == nil && (callCtx.Err() != nil || isTimeout(err)):
 		return &kindError{kind: ErrTimeout, msg: fmt.Sprintf("%s: no answer within %s", prefix, r.timeout)}
 	case httpStatus(err) == http.StatusUnauthorized:
-		return &kindError{kind: ErrUnauthorized, msg: fmt.Sprintf("%s: credentials of user %q rejected (HTTP 401)", prefix, r.creds.Username)}
+		return &kindError{kind: ErrUnauthorized, msg: fmt.Sprintf("%s: credentials rejected (HTTP 401)", prefix)}
 	case httpStatus(err) == http.StatusForbidden:
-		return &kindError{kind: ErrUnauthorized, msg: fmt.Sprintf("%s: user %q is not allowed to (HTTP 403)", prefix, r.creds.Username)}
+		return &kindError{kind: ErrUnauthorized, msg: fmt.Sprintf("%s: the user is not allowed to (HTTP 403)", prefix)}
 	default:
 		return fmt.Errorf("%s: %w", prefix, err)
 	}
