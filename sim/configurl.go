@@ -19,10 +19,7 @@ package sim
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -75,7 +72,7 @@ func (n *Node) fetchConfig(ctx context.Context) {
 			return nil
 		}
 		var err error
-		data, err = download(ctx, target)
+		data, err = download(ctx, target, n.ip)
 		return err
 	}); err != nil || data == nil {
 		return
@@ -87,24 +84,17 @@ func (n *Node) fetchConfig(ctx context.Context) {
 	n.opts.Log.Info("Config fetched from talos.config", "url", target)
 }
 
-func download(ctx context.Context, target string) ([]byte, error) {
+// download fetches the node's config from target, from the node's own address as Talos
+// does (the boot service hands a config only to the address the host booted with).
+func download(ctx context.Context, target string, from net.IP) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, http.NoBody)
+	data, err := httpGet(ctx, httpClientFrom(from), target)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", target, resp.Status)
-	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return nil, err
+	if len(data) > 4<<20 {
+		return nil, errors.New("the config is larger than 4 MiB")
 	}
 	if len(data) == 0 {
 		return nil, errors.New("the config server returned an empty config")

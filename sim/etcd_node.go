@@ -58,7 +58,7 @@ func (n *Node) bootstrapEtcd(ctx context.Context) error {
 	if err != nil {
 		return status.Error(codes.FailedPrecondition, err.Error())
 	}
-	member, err := startEtcd(ctx, dataDir, tlsInfo, name, n.ip, name+"="+etcdPeer(n.ip), "new")
+	member, err := startEtcd(ctx, dataDir, tlsInfo, name, n.ip, name+"="+etcdPeer(n.ip), "new", n.opts.SharedNetworkNamespace)
 	if err != nil {
 		_ = os.RemoveAll(dataDir)
 		return status.Error(codes.Internal, err.Error())

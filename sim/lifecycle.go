@@ -94,6 +94,9 @@ func (n *Node) shutdownLater() {
 		n.opts.Log.Info("Shutting down")
 		n.reportShutdown(ctx)
 		n.Stop()
+		if n.opts.OnShutdown != nil {
+			n.opts.OnShutdown()
+		}
 	})
 }
 

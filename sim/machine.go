@@ -283,8 +283,8 @@ func (s *machineService) Upgrade(_ context.Context, req *machine.UpgradeRequest)
 	}}}, nil
 }
 
-// Reset leaves etcd (gracefully, unless asked not to), wipes the node's state and returns
-// it to maintenance mode.
+// Reset leaves etcd (gracefully, unless asked not to), wipes the node's state and, as Talos
+// does, reboots into maintenance mode when asked to reboot, else powers off.
 func (s *machineService) Reset(ctx context.Context, req *machine.ResetRequest) (*machine.ResetResponse, error) {
 	if req.GetGraceful() && s.node.isControlPlane() {
 		if err := s.node.leaveEtcd(ctx); err != nil && status.Code(err) != codes.FailedPrecondition {
@@ -293,6 +293,9 @@ func (s *machineService) Reset(ctx context.Context, req *machine.ResetRequest) (
 	}
 	if err := s.node.wipe(); err != nil {
 		return nil, status.Errorf(codes.Internal, "failed to wipe the node: %v", err)
+	}
+	if !req.GetReboot() {
+		s.node.shutdownLater()
 	}
 	return &machine.ResetResponse{Messages: []*machine.Reset{{Metadata: s.metadata()}}}, nil
 }
@@ -309,16 +312,11 @@ func (n *Node) wipe() error {
 	n.stopAll()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	entries, err := os.ReadDir(n.opts.StateDir)
-	if err != nil {
+	if err := wipeDir(n.opts.StateDir); err != nil {
 		return err
 	}
-	var errs []error
-	for _, e := range entries {
-		errs = append(errs, os.RemoveAll(n.stateDir(e.Name())))
-	}
 	n.opts.Log.Info("Node reset to maintenance mode")
-	return errors.Join(errs...)
+	return nil
 }
 
 // streamData sends r as a stream of common.Data chunks.

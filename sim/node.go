@@ -82,6 +82,13 @@ type Options struct {
 	// Hostname is the hostname the platform gives the node (a container's hostname), used
 	// when the config sets none; talos-<address> when empty.
 	Hostname string
+	// SharedNetworkNamespace says the node shares its network namespace with other nodes
+	// whose addresses are local there (simulated bare-metal hosts on one bridge), so a
+	// connection to another node comes from that node's address, not this one's.
+	SharedNetworkNamespace bool
+	// OnShutdown, when set, is called after the node powered itself off (Shutdown, or Reset
+	// without reboot), as a host's BMC sees its power go off.
+	OnShutdown func()
 	// Log receives the node's log lines.
 	Log logr.Logger
 }

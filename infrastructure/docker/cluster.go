@@ -22,10 +22,8 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -46,6 +44,7 @@ import (
 
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
 	"github.com/talon-capi/talon/infrastructure/docker/runtime"
+	"github.com/talon-capi/talon/infrastructure/internal/infra"
 )
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=talosdockerclusters;talosdockerclusters/status;talosdockerclusters/finalizers,verbs=get;list;watch;update;patch
@@ -56,13 +55,11 @@ import (
 // clusterFinalizer holds a TalosDockerCluster until its load balancer and network are gone.
 const clusterFinalizer = "talosdockercluster.infrastructure.cluster.x-k8s.io"
 
-// converging is how soon a step that waits on something outside (a node to register, the
-// last nodes to go) is looked at again when no event comes first.
-const converging = 2 * time.Second
-
-// retryConflict is how soon a spec that conflicts with something on the host (a subnet,
-// a port) is tried again: the user may fix either side.
-const retryConflict = 30 * time.Second
+// converging and retryConflict: see the infra package.
+const (
+	converging    = infra.Converging
+	retryConflict = infra.RetryConflict
+)
 
 // ClusterReconciler provisions a TalosDockerCluster: the cluster network and the load
 // balancer that serves the control-plane endpoint in front of the control-plane nodes.
@@ -149,7 +146,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 	}
 	defer func() {
 		dc.Status.ObservedGeneration = dc.Generation
-		reterr = errors.Join(reterr, patchReady(ctx, patchHelper, "TalosDockerCluster", dc,
+		reterr = errors.Join(reterr, infra.PatchReady(ctx, patchHelper, "TalosDockerCluster", dc,
 			infrav1.NetworkReadyCondition, infrav1.LoadBalancerAvailableCondition))
 	}()
 
@@ -182,7 +179,7 @@ func (r *ClusterReconciler) reconcileNormal(ctx context.Context, key runtime.Clu
 		subnet, err := netip.ParsePrefix(dc.Spec.Network.Subnet)
 		if err != nil {
 			// The webhook refuses this; it can only come from objects written around it.
-			setFalsef(dc, infrav1.NetworkReadyCondition, infrav1.ProvisioningFailedReason, "spec.network.subnet %q is not a CIDR: %v", dc.Spec.Network.Subnet, err)
+			infra.SetFalsef(dc, infrav1.NetworkReadyCondition, infrav1.ProvisioningFailedReason, "spec.network.subnet %q is not a CIDR: %v", dc.Spec.Network.Subnet, err)
 			return ctrl.Result{}, nil
 		}
 		spec.Subnet = subnet
@@ -192,7 +189,7 @@ func (r *ClusterReconciler) reconcileNormal(ctx context.Context, key runtime.Clu
 		return failed(dc, infrav1.NetworkReadyCondition, "Cannot create network "+spec.Name, err)
 	}
 	dc.Status.Network = infrav1.DockerNetworkStatus{Name: network.Name, Subnet: network.Subnet.String()}
-	setTruef(dc, infrav1.NetworkReadyCondition, "Network %s has subnet %s", network.Name, network.Subnet)
+	infra.SetTruef(dc, infrav1.NetworkReadyCondition, "Network %s has subnet %s", network.Name, network.Subnet)
 
 	image := dc.Spec.LoadBalancer.Image
 	if image == "" {
@@ -234,9 +231,9 @@ func (r *ClusterReconciler) reconcileNormal(ctx context.Context, key runtime.Clu
 		dc.Status.LoadBalancer.Backends = append(dc.Status.LoadBalancer.Backends, b.String())
 	}
 	if len(backends) == 0 {
-		setTruef(dc, infrav1.LoadBalancerAvailableCondition, "Load balancer %s serves %s:%d; no control-plane node yet", lb.Name, lb.Address, runtime.APIServerPort)
+		infra.SetTruef(dc, infrav1.LoadBalancerAvailableCondition, "Load balancer %s serves %s:%d; no control-plane node yet", lb.Name, lb.Address, runtime.APIServerPort)
 	} else {
-		setTruef(dc, infrav1.LoadBalancerAvailableCondition, "Load balancer %s serves %s:%d for %d control-plane nodes", lb.Name, lb.Address, runtime.APIServerPort, len(backends))
+		infra.SetTruef(dc, infrav1.LoadBalancerAvailableCondition, "Load balancer %s serves %s:%d for %d control-plane nodes", lb.Name, lb.Address, runtime.APIServerPort, len(backends))
 	}
 
 	if !dc.Spec.ControlPlaneEndpoint.IsValid() {
@@ -255,7 +252,7 @@ func (r *ClusterReconciler) reconcileDelete(ctx context.Context, key runtime.Clu
 		return ctrl.Result{}, err
 	}
 	if len(nodes) > 0 {
-		setFalsef(dc, infrav1.LoadBalancerAvailableCondition, infrav1.DeletingReason,
+		infra.SetFalsef(dc, infrav1.LoadBalancerAvailableCondition, infrav1.DeletingReason,
 			"Waiting for %d nodes to be deleted before the load balancer and network go (first: %s)", len(nodes), nodes[0].Name)
 		return ctrl.Result{RequeueAfter: converging}, nil
 	}
@@ -301,35 +298,13 @@ func (r *ClusterReconciler) deleteOrphan(ctx context.Context, dc *infrav1.TalosD
 	return ctrl.Result{}, r.Client.Patch(ctx, dc, patch)
 }
 
-// patchReady summarizes conditionTypes into obj's Ready condition and patches obj, owning
-// those conditions, Ready and Paused.
-func patchReady(ctx context.Context, h *patch.Helper, kind string, obj interface {
-	client.Object
-	conditions.Setter
-}, conditionTypes ...string) error {
-	summaryErr := conditions.SetSummaryCondition(obj, obj, infrav1.ReadyCondition, conditions.ForConditionTypes(conditionTypes))
-	owned := append([]string{clusterv1.PausedCondition, infrav1.ReadyCondition}, conditionTypes...)
-	if err := h.Patch(ctx, obj, patch.WithOwnedConditions{Conditions: owned}); err != nil {
-		return errors.Join(summaryErr, fmt.Errorf("failed to patch %s %s: %w", kind, klog.KObj(obj), err))
-	}
-	return summaryErr
-}
-
 // failed records err on condition: a conflict is the user's to resolve and is retried
 // slowly; anything else is returned for the controller's backoff.
 func failed(obj conditions.Setter, condition, doing string, err error) (ctrl.Result, error) {
 	if errors.Is(err, runtime.ErrConflict) {
-		setFalsef(obj, condition, infrav1.ConflictReason, "%s: %v", doing, err)
+		infra.SetFalsef(obj, condition, infrav1.ConflictReason, "%s: %v", doing, err)
 		return ctrl.Result{RequeueAfter: retryConflict}, nil
 	}
-	setFalsef(obj, condition, infrav1.ProvisioningFailedReason, "%s: %v", doing, err)
+	infra.SetFalsef(obj, condition, infrav1.ProvisioningFailedReason, "%s: %v", doing, err)
 	return ctrl.Result{}, fmt.Errorf("%s: %w", doing, err)
-}
-
-func setTruef(obj conditions.Setter, condition, format string, args ...any) {
-	conditions.Set(obj, metav1.Condition{Type: condition, Status: metav1.ConditionTrue, Reason: infrav1.ProvisionedReason, Message: fmt.Sprintf(format, args...)})
-}
-
-func setFalsef(obj conditions.Setter, condition, reason, format string, args ...any) {
-	conditions.Set(obj, metav1.Condition{Type: condition, Status: metav1.ConditionFalse, Reason: reason, Message: fmt.Sprintf(format, args...)})
 }

@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
 	"strings"
 	"sync"
 
@@ -39,7 +38,6 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util"
-	"sigs.k8s.io/cluster-api/util/conditions"
 	capicontrollerutil "sigs.k8s.io/cluster-api/util/controller"
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/paused"
@@ -48,6 +46,7 @@ import (
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
 	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
 	"github.com/talon-capi/talon/infrastructure/docker/runtime"
+	"github.com/talon-capi/talon/infrastructure/internal/infra"
 )
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=talosdockermachines;talosdockermachines/status;talosdockermachines/finalizers,verbs=get;list;watch;update;patch
@@ -80,7 +79,7 @@ type MachineReconciler struct {
 	// WatchFilterValue limits reconciliation to objects labelled with it.
 	WatchFilterValue string
 
-	controller capicontrollerutil.Controller
+	linker *infra.NodeLinker
 	// allocating serializes, per cluster, picking an address and creating the node on it.
 	allocating sync.Map // runtime.Cluster → *sync.Mutex
 }
@@ -110,7 +109,7 @@ func (r *MachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manag
 	if err != nil {
 		return fmt.Errorf("failed to set up the talosdockermachine controller: %w", err)
 	}
-	r.controller = c
+	r.linker = &infra.NodeLinker{ClusterCache: r.ClusterCache, Controller: c, Name: "talosdockermachine", MapNode: r.nodeToMachine}
 	return nil
 }
 
@@ -161,7 +160,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 	}
 	defer func() {
 		dm.Status.ObservedGeneration = dm.Generation
-		reterr = errors.Join(reterr, patchReady(ctx, patchHelper, "TalosDockerMachine", dm,
+		reterr = errors.Join(reterr, infra.PatchReady(ctx, patchHelper, "TalosDockerMachine", dm,
 			infrav1.ContainerProvisionedCondition, infrav1.NodeProviderIDSetCondition))
 	}()
 
@@ -198,7 +197,7 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, key runtime.Clu
 			return failed(dm, infrav1.ContainerProvisionedCondition, "Cannot start stopped node "+node.Name, err)
 		}
 	}
-	setTruef(dm, infrav1.ContainerProvisionedCondition, "Node %s runs at %s on the %s runtime", node.Name, node.Address, r.Runtime.Name())
+	infra.SetTruef(dm, infrav1.ContainerProvisionedCondition, "Node %s runs at %s on the %s runtime", node.Name, node.Address, r.Runtime.Name())
 	dm.Spec.ProviderID = ProviderID(key, machine.Name)
 	dm.Status.Addresses = []clusterv1.MachineAddress{
 		{Type: clusterv1.MachineInternalIP, Address: node.Address.String()},
@@ -206,7 +205,7 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, key runtime.Clu
 	}
 	dm.Status.FailureDomain = machine.Spec.FailureDomain
 	dm.Status.Initialization.Provisioned = ptr.To(true)
-	return r.setNodeProviderID(ctx, cluster, dm, node)
+	return r.linker.Link(ctx, cluster, dm, node.Name, node.Address.String(), dm.Spec.ProviderID)
 }
 
 // createNode starts the Machine's node once the cluster network exists and the Machine has
@@ -220,12 +219,12 @@ func (r *MachineReconciler) createNode(ctx context.Context, key runtime.Cluster,
 	}
 	subnet, err := netip.ParsePrefix(dc.Status.Network.Subnet)
 	if err != nil || !ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false) {
-		setFalsef(dm, infrav1.ContainerProvisionedCondition, infrav1.WaitingForClusterInfrastructureReason,
+		infra.SetFalsef(dm, infrav1.ContainerProvisionedCondition, infrav1.WaitingForClusterInfrastructureReason,
 			"Waiting for the network and load balancer of Cluster %s (TalosDockerCluster %s)", cluster.Name, cluster.Spec.InfrastructureRef.Name)
 		return false, ctrl.Result{}, nil
 	}
 	if machine.Spec.Bootstrap.DataSecretName == nil {
-		setFalsef(dm, infrav1.ContainerProvisionedCondition, infrav1.WaitingForBootstrapDataReason,
+		infra.SetFalsef(dm, infrav1.ContainerProvisionedCondition, infrav1.WaitingForBootstrapDataReason,
 			"Waiting for the bootstrap provider to render the machine config of Machine %s", machine.Name)
 		return false, ctrl.Result{}, nil
 	}
@@ -235,7 +234,7 @@ func (r *MachineReconciler) createNode(ctx context.Context, key runtime.Cluster,
 	}
 	spec, err := nodeSpec(key, machine, dm)
 	if err != nil {
-		setFalsef(dm, infrav1.ContainerProvisionedCondition, infrav1.ProvisioningFailedReason, "%v", err)
+		infra.SetFalsef(dm, infrav1.ContainerProvisionedCondition, infrav1.ProvisioningFailedReason, "%v", err)
 		return false, ctrl.Result{}, nil
 	}
 	spec.Network = dc.Status.Network.Name
@@ -321,71 +320,6 @@ func ImageTalosVersion(image string) string {
 	return tag
 }
 
-// setNodeProviderID sets spec.providerID on the workload Node of the node (found by name,
-// then by address), through Cluster API's ClusterCache, so that Cluster API links it to
-// the Machine: without a cloud provider nobody else does.
-func (r *MachineReconciler) setNodeProviderID(ctx context.Context, cluster *clusterv1.Cluster, dm *infrav1.TalosDockerMachine, node *runtime.Node) (ctrl.Result, error) {
-	if conditions.IsTrue(dm, infrav1.NodeProviderIDSetCondition) {
-		return ctrl.Result{}, nil
-	}
-	key := client.ObjectKeyFromObject(cluster)
-	if !conditions.IsTrue(cluster, clusterv1.ClusterControlPlaneInitializedCondition) {
-		setFalsef(dm, infrav1.NodeProviderIDSetCondition, infrav1.WaitingForNodeReason, "Waiting for the control plane of Cluster %s to be initialized", cluster.Name)
-		return ctrl.Result{}, nil
-	}
-	if err := r.ClusterCache.Watch(ctx, key, clustercache.NewWatcher(clustercache.WatcherOptions{
-		Name: "talosdockermachine-watchNodes", Watcher: r.controller, Kind: &corev1.Node{},
-		EventHandler: handler.EnqueueRequestsFromMapFunc(r.nodeToMachine(cluster.Namespace)),
-	})); err != nil {
-		setFalsef(dm, infrav1.NodeProviderIDSetCondition, infrav1.WaitingForNodeReason, "Waiting for a connection to the workload cluster: %v", err)
-		return ctrl.Result{RequeueAfter: converging}, nil
-	}
-	workload, err := r.ClusterCache.GetClient(ctx, key)
-	if err != nil {
-		setFalsef(dm, infrav1.NodeProviderIDSetCondition, infrav1.WaitingForNodeReason, "Waiting for a connection to the workload cluster: %v", err)
-		return ctrl.Result{RequeueAfter: converging}, nil
-	}
-	nodes := &corev1.NodeList{}
-	if err := workload.List(ctx, nodes); err != nil {
-		return ctrl.Result{}, fmt.Errorf("failed to list the Nodes of Cluster %s: %w", cluster.Name, err)
-	}
-	// By name (nodes are named after their Machines), else by address: an address may have
-	// belonged to a Node of a deleted Machine.
-	byName := slices.IndexFunc(nodes.Items, func(n corev1.Node) bool { return n.Name == node.Name })
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		if byName >= 0 && i != byName || byName < 0 && !hasAddress(n, node.Address.String()) {
-			continue
-		}
-		switch n.Spec.ProviderID {
-		case dm.Spec.ProviderID:
-		case "":
-			patch := client.MergeFrom(n.DeepCopy())
-			n.Spec.ProviderID = dm.Spec.ProviderID
-			if err := workload.Patch(ctx, n, patch); err != nil {
-				return ctrl.Result{}, fmt.Errorf("failed to set the providerID of Node %s: %w", n.Name, err)
-			}
-		default:
-			setFalsef(dm, infrav1.NodeProviderIDSetCondition, infrav1.ConflictReason,
-				"Node %s has providerID %s, not %s: delete the Node so that it registers again", n.Name, n.Spec.ProviderID, dm.Spec.ProviderID)
-			return ctrl.Result{RequeueAfter: retryConflict}, nil
-		}
-		setTruef(dm, infrav1.NodeProviderIDSetCondition, "Node %s has providerID %s", n.Name, dm.Spec.ProviderID)
-		return ctrl.Result{}, nil
-	}
-	setFalsef(dm, infrav1.NodeProviderIDSetCondition, infrav1.WaitingForNodeReason, "Waiting for node %s to register in the workload cluster", node.Name)
-	return ctrl.Result{}, nil
-}
-
-func hasAddress(n *corev1.Node, address string) bool {
-	for _, a := range n.Status.Addresses {
-		if a.Type == corev1.NodeInternalIP && a.Address == address {
-			return true
-		}
-	}
-	return false
-}
-
 // nodeToMachine maps a workload Node of a cluster in namespace to its TalosDockerMachine:
 // nodes are named after their Machines.
 func (r *MachineReconciler) nodeToMachine(namespace string) handler.MapFunc {
@@ -420,7 +354,7 @@ func (r *MachineReconciler) deleteOrphan(ctx context.Context, dm *infrav1.TalosD
 
 // reconcileDelete stops and removes the Machine's node with its volumes.
 func (r *MachineReconciler) reconcileDelete(ctx context.Context, key runtime.Cluster, machine *clusterv1.Machine, dm *infrav1.TalosDockerMachine) (ctrl.Result, error) {
-	setFalsef(dm, infrav1.ContainerProvisionedCondition, infrav1.DeletingReason, "Deleting node %s", machine.Name)
+	infra.SetFalsef(dm, infrav1.ContainerProvisionedCondition, infrav1.DeletingReason, "Deleting node %s", machine.Name)
 	if err := r.Runtime.DeleteNode(ctx, key, machine.Name); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to delete node %s: %w", machine.Name, err)
 	}

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 
@@ -31,6 +32,8 @@ import (
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
 	"github.com/talon-capi/talon/infrastructure/docker"
 	dockerruntime "github.com/talon-capi/talon/infrastructure/docker/runtime"
+	"github.com/talon-capi/talon/infrastructure/metal"
+	"github.com/talon-capi/talon/infrastructure/metal/bootservice"
 	"github.com/talon-capi/talon/infrastructure/webhooks"
 	"github.com/talon-capi/talon/internal/manager"
 	"github.com/talon-capi/talon/internal/version"
@@ -57,6 +60,11 @@ type Settings struct {
 	// UnprivilegedNodes runs Docker nodes without privileged mode: Talos needs it, the
 	// simulator image does not, and some hosts (rootless or nested Docker) cannot grant it.
 	UnprivilegedNodes bool
+	// Metal configures the bare-metal provider and its boot service.
+	Metal metal.Settings
+
+	// The boot service flags in their text form, parsed by Validate.
+	serverIP, dhcpMode, poolStart, poolEnd, poolNetmask, poolRouter string
 }
 
 // NewSettings returns the defaults: Docker, and the manager's own image as load balancer.
@@ -69,6 +77,12 @@ func NewSettings() *Settings {
 		Runtime:           RuntimeDocker,
 		LoadBalancerImage: "ghcr.io/talon-capi/talon-infrastructure-manager:" + tag,
 		SimStateDir:       filepath.Join(os.TempDir(), "talon-sim"),
+		Metal: metal.Settings{
+			AssetDir:    "/var/lib/talon/boot-assets",
+			BootTimeout: metal.DefaultBootTimeout,
+			Service:     metal.BootServiceOptions{HTTPAddress: ":8081", TFTPDir: bootservice.DefaultTFTPDir},
+		},
+		dhcpMode: "proxy",
 	}
 }
 
@@ -84,10 +98,54 @@ func (s *Settings) AddFlags(fs *pflag.FlagSet) {
 		"With --runtime sim: directory holding the simulated nodes' state.")
 	fs.BoolVar(&s.UnprivilegedNodes, "docker-unprivileged-nodes", s.UnprivilegedNodes,
 		"With --runtime docker: run node containers without privileged mode. Talos needs privileged mode; only the simulator image runs without it, on hosts that cannot grant it.")
+
+	m := &s.Metal
+	fs.StringVar(&m.AssetDir, "boot-asset-dir", m.AssetDir, "Directory caching the verified Talos kernels and initramfs the boot service serves.")
+	fs.DurationVar(&m.BootTimeout, "metal-boot-timeout", m.BootTimeout, "How long a MetalHost may take from its power cycle to its network boot before it is power-cycled again.")
+	fs.BoolVar(&m.BootService, "boot-service", m.BootService, "Run the DHCP, TFTP and HTTP boot service for MetalHosts (needs host networking and CAP_NET_BIND_SERVICE, CAP_NET_RAW).")
+	fs.StringVar(&m.Service.Interface, "boot-interface", m.Service.Interface, "With --boot-service: the provisioning network's interface DHCP listens on; empty listens on every interface.")
+	fs.StringVar(&s.serverIP, "boot-server-ip", s.serverIP, "With --boot-service: this machine's IPv4 address on the provisioning network (TFTP server, DHCP server identifier, HTTP base URL).")
+	fs.StringVar(&m.Service.HTTPAddress, "boot-http-address", m.Service.HTTPAddress, "With --boot-service: where the HTTP server (iPXE scripts, configs, assets) listens.")
+	fs.StringVar(&m.Service.BaseURL, "boot-base-url", m.Service.BaseURL, "With --boot-service: how hosts reach the HTTP server; http://<boot-server-ip>:<port> when empty.")
+	fs.StringVar(&s.dhcpMode, "dhcp-mode", s.dhcpMode, "With --boot-service: proxy (answer PXE clients only; the site's DHCP server leases addresses) or full (also lease addresses to known hosts, for isolated networks).")
+	fs.StringVar(&s.poolStart, "dhcp-pool-start", s.poolStart, "With --dhcp-mode full: the first address to lease.")
+	fs.StringVar(&s.poolEnd, "dhcp-pool-end", s.poolEnd, "With --dhcp-mode full: the last address to lease.")
+	fs.StringVar(&s.poolNetmask, "dhcp-netmask", "255.255.255.0", "With --dhcp-mode full: the subnet mask of the leases.")
+	fs.StringVar(&s.poolRouter, "dhcp-router", s.poolRouter, "With --dhcp-mode full: the default gateway of the leases, if any.")
+	fs.StringVar(&m.Service.TFTPDir, "tftp-dir", m.Service.TFTPDir, "With --boot-service: directory of the iPXE binaries (regular files, not symlinks: copy Debian's /usr/lib/ipxe/ipxe.efi, a link into /boot).")
+	fs.StringVar(&m.RegisterNamespace, "auto-register-namespace", m.RegisterNamespace, "With --boot-service: register PXE clients no MetalHost boots from as MetalHosts (state Registering) in this namespace; off when empty.")
+}
+
+// validateMetal parses and checks the boot service flags.
+func (s *Settings) validateMetal() error {
+	m := &s.Metal
+	if !m.BootService {
+		return nil
+	}
+	if m.Service.ServerIP = net.ParseIP(s.serverIP).To4(); m.Service.ServerIP == nil {
+		return fmt.Errorf("--boot-service needs --boot-server-ip, this machine's IPv4 address on the provisioning network (got %q)", s.serverIP)
+	}
+	switch s.dhcpMode {
+	case "proxy":
+		m.Service.DHCPMode = bootservice.DHCPModeProxy
+	case "full":
+		m.Service.DHCPMode = bootservice.DHCPModeFull
+		start, end, mask := net.ParseIP(s.poolStart).To4(), net.ParseIP(s.poolEnd).To4(), net.ParseIP(s.poolNetmask).To4()
+		if start == nil || end == nil || mask == nil {
+			return fmt.Errorf("--dhcp-mode full needs --dhcp-pool-start, --dhcp-pool-end and --dhcp-netmask as IPv4 addresses (got %q, %q, %q)", s.poolStart, s.poolEnd, s.poolNetmask)
+		}
+		m.Service.Pool = &bootservice.AddressPool{Start: start, End: end, Netmask: net.IPMask(mask), Router: net.ParseIP(s.poolRouter).To4()}
+	default:
+		return fmt.Errorf("--dhcp-mode must be proxy or full, not %q", s.dhcpMode)
+	}
+	return nil
 }
 
 // Validate reports settings that cannot work.
 func (s *Settings) Validate() error {
+	if err := s.validateMetal(); err != nil {
+		return err
+	}
 	switch s.Runtime {
 	case RuntimeDocker:
 		return nil
@@ -136,8 +194,9 @@ func (s *Settings) NewRuntime(ctx context.Context) (dockerruntime.Runtime, error
 	return rt, nil
 }
 
-// Reconcilers registers the TalosDockerCluster and TalosDockerMachine reconcilers, with a
-// ClusterCache of their own to reach the workload clusters, on rt.
+// Reconcilers registers the TalosDockerCluster and TalosDockerMachine reconcilers on rt, and
+// the bare-metal reconcilers (and boot service, when enabled), with a ClusterCache of their
+// own to reach the workload clusters.
 func Reconcilers(ctx context.Context, mgr ctrl.Manager, opts *manager.Options, s *Settings, rt dockerruntime.Runtime) error {
 	options := controller.Options{MaxConcurrentReconciles: opts.Concurrency}
 	cache, err := manager.NewClusterCache(ctx, mgr, "talon-infrastructure-manager", opts)
@@ -145,6 +204,7 @@ func Reconcilers(ctx context.Context, mgr ctrl.Manager, opts *manager.Options, s
 		return err
 	}
 	return errors.Join(
+		metal.Setup(ctx, mgr, options, cache, s.Metal, opts.WatchFilter),
 		(&docker.ClusterReconciler{
 			Client: mgr.GetClient(), Runtime: rt, LoadBalancerImage: s.LoadBalancerImage, WatchFilterValue: opts.WatchFilter,
 		}).SetupWithManager(ctx, mgr, options),

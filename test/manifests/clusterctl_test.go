@@ -41,13 +41,44 @@ import (
 // template with the counts asked for, and the API server (with Talon's webhooks) accepts
 // every object in a server-side dry run.
 func TestClusterctlGeneratesACluster(t *testing.T) {
-	env := envtest.Get(t)
+	g := NewWithT(t)
+	field := generateCluster(t, nil, "--control-plane-machine-count", "3", "--worker-machine-count", "4")
+	g.Expect(field("TalosControlPlane", "spec", "replicas")).To(BeEquivalentTo(3))
+	g.Expect(field("MachineDeployment", "spec", "replicas")).To(BeEquivalentTo(4))
+	g.Expect(field("TalosControlPlane", "spec", "version")).To(Equal("v1.36.3"))
+	g.Expect(field("TalosDockerCluster", "kind")).To(Equal("TalosDockerCluster"))
+}
+
+// TestClusterctlGeneratesAMetalCluster: the metal flavor renders a TalosMetalCluster with the
+// endpoint, control-plane and worker TalosMetalMachineTemplates selecting hosts by role with
+// the boot assets, and the API server accepts every object in a server-side dry run.
+func TestClusterctlGeneratesAMetalCluster(t *testing.T) {
+	g := NewWithT(t)
+	sum := strings.Repeat("0123456789abcdef", 8)
+	field := generateCluster(t, []string{
+		"CONTROL_PLANE_ENDPOINT_HOST=10.10.0.100",
+		"TALOS_KERNEL_URL=https://example.org/talos/v1.13.3/vmlinuz-amd64", "TALOS_KERNEL_SHA512=" + sum,
+		"TALOS_INITRAMFS_URL=https://example.org/talos/v1.13.3/initramfs-amd64.xz", "TALOS_INITRAMFS_SHA512=" + sum,
+	}, "--flavor", "metal", "--control-plane-machine-count", "3", "--worker-machine-count", "2")
+	g.Expect(field("TalosMetalCluster", "spec", "controlPlaneEndpoint", "host")).To(Equal("10.10.0.100"))
+	g.Expect(field("TalosMetalCluster", "spec", "controlPlaneEndpoint", "port")).To(BeEquivalentTo(6443))
+	g.Expect(field("TalosControlPlane", "spec", "replicas")).To(BeEquivalentTo(3))
+	g.Expect(field("TalosMetalMachineTemplate", "spec", "template", "spec", "bootAssets", "kernel", "sha512")).To(Equal(sum))
+	g.Expect(field("TalosControlPlane", "spec", "controlPlaneConfig", "strategicPatches")).To(ContainElement(ContainSubstring("disk: /dev/sda")))
+}
+
+// generateCluster runs "clusterctl generate cluster demo" from Talon's repository with env
+// and args, expects every object in one namespace, dry-runs them against the API server with
+// Talon's webhooks, and returns a lookup of fields by kind (the last object of a kind wins).
+func generateCluster(t *testing.T, env []string, args ...string) func(kind string, path ...string) any {
+	t.Helper()
+	e := envtest.Get(t)
 	clusterctl, err := envtest.Binary("clusterctl")
 	require.Layer(t, envtest.Layer, err)
 	g := NewWithT(t)
 	ctx := t.Context()
-	env.StartManager(t, envtest.ManagerOptions{})
-	ns := env.NewNamespace(t, "clusterctl")
+	e.StartManager(t, envtest.ManagerOptions{})
+	ns := e.NewNamespace(t, "clusterctl")
 
 	// Without a management cluster clusterctl cannot look the version up: name the one in
 	// the repository.
@@ -55,10 +86,11 @@ func TestClusterctlGeneratesACluster(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred(), "run 'make release-manifests' first")
 	g.Expect(versions).To(HaveLen(1))
 	// No management cluster is needed once provider and version are named.
-	out := runClusterctl(t, clusterctl, []string{"KUBECONFIG=" + filepath.Join(t.TempDir(), "none")}, "generate", "cluster", "demo",
+	out := runClusterctl(t, clusterctl, append([]string{"KUBECONFIG=" + filepath.Join(t.TempDir(), "none")}, env...), append([]string{
+		"generate", "cluster", "demo",
 		"--config", filepath.Join(envtest.RepoRoot(), "out", "clusterctl.yaml"),
-		"--infrastructure", "talon:"+versions[0].Name(), "--kubernetes-version", "v1.36.3", "--target-namespace", ns,
-		"--control-plane-machine-count", "3", "--worker-machine-count", "4")
+		"--infrastructure", "talon:" + versions[0].Name(), "--kubernetes-version", "v1.36.3", "--target-namespace", ns,
+	}, args...)...)
 
 	objs, err := utilyaml.ToUnstructured(out)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -68,19 +100,19 @@ func TestClusterctlGeneratesACluster(t *testing.T) {
 		g.Expect(objs[i].GetNamespace()).To(Equal(ns))
 	}
 	g.Expect(kinds).To(HaveKey("Cluster"))
-	field := func(kind string, path ...string) any {
-		v, _, _ := unstructured.NestedFieldNoCopy(kinds[kind].Object, path...)
-		return v
-	}
-	g.Expect(field("TalosControlPlane", "spec", "replicas")).To(BeEquivalentTo(3))
-	g.Expect(field("MachineDeployment", "spec", "replicas")).To(BeEquivalentTo(4))
-	g.Expect(field("TalosControlPlane", "spec", "version")).To(Equal("v1.36.3"))
 
-	g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})).To(Succeed())
+	g.Expect(e.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})).To(Succeed())
 	for i := range objs {
 		obj := &objs[i]
-		err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.DryRunAll, client.ForceOwnership, client.FieldOwner("talon-test"))
+		err := e.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.DryRunAll, client.ForceOwnership, client.FieldOwner("talon-test"))
 		g.Expect(err).NotTo(HaveOccurred(), "server-side dry-run of %s %s", obj.GetKind(), obj.GetName())
+	}
+	return func(kind string, path ...string) any {
+		if kinds[kind] == nil {
+			return nil
+		}
+		v, _, _ := unstructured.NestedFieldNoCopy(kinds[kind].Object, path...)
+		return v
 	}
 }
 

@@ -64,3 +64,36 @@ const (
 	// DeletingReason: the object is being removed.
 	DeletingReason = "Deleting"
 )
+
+// Conditions of the bare-metal kinds.
+const (
+	// BMCReachableCondition is true on a MetalHost whose BMC answers with its credentials.
+	BMCReachableCondition = "BMCReachable"
+	// HostProvisionedCondition is true on a TalosMetalMachine whose claimed MetalHost booted
+	// Talos and fetched its config.
+	HostProvisionedCondition = "HostProvisioned"
+	// ControlPlaneEndpointSetCondition is true on a TalosMetalCluster with an endpoint.
+	ControlPlaneEndpointSetCondition = "ControlPlaneEndpointSet"
+)
+
+// Reasons of the bare-metal conditions.
+const (
+	// BMCUnreachableReason: the BMC does not answer, refuses the credentials or the
+	// credentials Secret is missing; the message names the host and the problem.
+	BMCUnreachableReason = "BMCUnreachable"
+	// NoBMCReason: the MetalHost has no spec.bmc.
+	NoBMCReason = "NoBMC"
+	// WaitingForHostReason: no Available MetalHost matches the Machine's hostSelector.
+	WaitingForHostReason = "WaitingForHost"
+	// BootAssetsUnavailableReason: the kernel or initramfs cannot be downloaded or verified.
+	BootAssetsUnavailableReason = "BootAssetsUnavailable"
+	// BootingReason: the host was power-cycled into a network boot and has not fetched its
+	// config yet.
+	BootingReason = "Booting"
+	// HostNotBootingReason: the host did not network-boot within the boot timeout.
+	HostNotBootingReason = "HostNotBooting"
+	// PowerStateMismatchReason: the BMC reports a power state other than the one requested.
+	PowerStateMismatchReason = "PowerStateMismatch"
+	// WaitingForControlPlaneEndpointReason: spec.controlPlaneEndpoint is not set.
+	WaitingForControlPlaneEndpointReason = "WaitingForControlPlaneEndpoint"
+)

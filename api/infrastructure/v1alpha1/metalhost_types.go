@@ -21,10 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// MetalHostSpec describes one bare-metal server in the inventory.
-//
-// The foundation defines what identifies a host; BMC access, firmware and disk hints arrive
-// with the bare-metal provider.
+// MetalHostSpec describes one bare-metal server in the inventory: how it network-boots, how
+// Talon powers it, and where Talos installs. Its labels are what TalosMetalMachines select it by.
 type MetalHostSpec struct {
 	// bootMACAddresses are the MAC addresses of the network interfaces the host boots from.
 	// +required
@@ -33,7 +31,74 @@ type MetalHostSpec struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:Pattern=`^([0-9a-f]{2}:){5}[0-9a-f]{2}$`
 	BootMACAddresses []string `json:"bootMACAddresses,omitempty"`
+
+	// bmc is how Talon powers the host and selects its boot device. A host without one
+	// (registered automatically when it network-booted) stays Registering until it is set.
+	// +optional
+	BMC *BMCSpec `json:"bmc,omitempty"`
+
+	// architecture is the host's CPU architecture; it selects the boot assets and iPXE binary.
+	// +optional
+	// +kubebuilder:default=amd64
+	Architecture Architecture `json:"architecture,omitempty"`
+
+	// firmware is how the host network-boots: UEFI or legacy BIOS. The DHCP request's client
+	// architecture wins when the firmware sends one.
+	// +optional
+	// +kubebuilder:default=UEFI
+	Firmware Firmware `json:"firmware,omitempty"`
+
+	// installDisk is the disk Talos installs to, e.g. /dev/sda or /dev/nvme0n1. A
+	// TalosMetalMachine's installDisk overrides it; without either, the Machine's Talos config
+	// decides.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^/dev/[A-Za-z0-9/_.:-]+$`
+	InstallDisk string `json:"installDisk,omitempty"`
 }
+
+// BMCSpec is the address and credentials of a host's baseboard management controller.
+type BMCSpec struct {
+	// address is the BMC's address:
+	// redfish://host[:port][/redfish/v1/Systems/<id>] (Redfish over HTTPS),
+	// redfish+http://host[:port][/redfish/v1/Systems/<id>] (Redfish over plain HTTP) or
+	// ipmi://host[:port] (IPMI v2.0 over LAN, port 623 by default).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^(redfish|redfish\+http|ipmi)://[^@/\s]+(/\S*)?$`
+	Address string `json:"address,omitempty"`
+
+	// credentialsName is the Secret in the host's namespace holding the BMC's "username" and
+	// "password". Talon reads it only to talk to the BMC; neither value appears in status,
+	// events or logs.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	CredentialsName string `json:"credentialsName,omitempty"`
+
+	// disableCertificateVerification accepts any TLS certificate from a redfish:// BMC, for
+	// BMCs with self-signed certificates.
+	// +optional
+	DisableCertificateVerification bool `json:"disableCertificateVerification,omitempty"`
+}
+
+// Architecture is a CPU architecture Talos ships boot assets for.
+// +kubebuilder:validation:Enum=amd64;arm64
+type Architecture string
+
+// Firmware is the kind of firmware a host network-boots with.
+// +kubebuilder:validation:Enum=UEFI;BIOS
+type Firmware string
+
+// The firmware kinds a MetalHost can have.
+const (
+	// FirmwareUEFI network-boots through UEFI.
+	FirmwareUEFI Firmware = "UEFI"
+	// FirmwareBIOS network-boots through the legacy BIOS.
+	FirmwareBIOS Firmware = "BIOS"
+)
 
 // MetalHostState is where a host stands in its lifecycle.
 // +kubebuilder:validation:Enum=Registering;Available;Provisioning;Provisioned;Deprovisioning;Error
@@ -55,6 +120,55 @@ const (
 	MetalHostStateError MetalHostState = "Error"
 )
 
+// BootAction is what a host was told to do when it network-booted.
+// +kubebuilder:validation:Enum=Install;Wipe;Disk
+type BootAction string
+
+// The boot actions of a BootRecord.
+const (
+	// BootActionInstall booted Talos with a one-time config URL.
+	BootActionInstall BootAction = "Install"
+	// BootActionWipe booted Talos to wipe the system disk into maintenance mode.
+	BootActionWipe BootAction = "Wipe"
+	// BootActionDisk told iPXE to boot the installed disk.
+	BootActionDisk BootAction = "Disk"
+)
+
+// HostBootAssets name a kernel and initramfs in the boot service's asset cache.
+type HostBootAssets struct {
+	// kernel is the kernel's name in the cache.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Kernel string `json:"kernel,omitempty"`
+
+	// initramfs is the initramfs's name in the cache.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Initramfs string `json:"initramfs,omitempty"`
+}
+
+// BootRecord is one network boot of a host.
+type BootRecord struct {
+	// time is when the host fetched its iPXE script.
+	// +required
+	Time metav1.Time `json:"time,omitempty,omitzero"`
+
+	// action is what the script told the host to do.
+	// +required
+	Action BootAction `json:"action,omitempty"`
+
+	// address is the IP address the host fetched the script from.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Address string `json:"address,omitempty"`
+
+	// configDelivered is true once the host fetched its one-time config.
+	// +optional
+	ConfigDelivered bool `json:"configDelivered,omitempty"`
+}
+
 // MetalHostStatus is the observed state of a bare-metal server.
 type MetalHostStatus struct {
 	// conditions describe the state of the host.
@@ -72,6 +186,42 @@ type MetalHostStatus struct {
 	// +optional
 	ConsumerRef *corev1.ObjectReference `json:"consumerRef,omitempty"`
 
+	// powerState is the power state the BMC last reported: On, Off or Unknown.
+	// +optional
+	PowerState string `json:"powerState,omitempty"`
+
+	// needsWipe is true while the host may hold a previous node's data (it was powered off
+	// without a Talos reset): it becomes Available only after Talon wiped it.
+	// +optional
+	NeedsWipe bool `json:"needsWipe,omitempty"`
+
+	// lastError is the last problem with the host, e.g. an unreachable BMC; empty once it is
+	// solved.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	LastError string `json:"lastError,omitempty"`
+
+	// addresses are the IP addresses the host booted with most recently.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Addresses []string `json:"addresses,omitempty"`
+
+	// bootAssets are the kernel and initramfs the host last installed from, as names in the
+	// boot service's asset cache; a wipe boots them again.
+	// +optional
+	BootAssets *HostBootAssets `json:"bootAssets,omitempty"`
+
+	// wipeRequested is when Talon last network-booted the host to wipe it.
+	// +optional
+	WipeRequested *metav1.Time `json:"wipeRequested,omitempty"`
+
+	// boots are the host's last network boots through Talon's boot service, newest last.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10
+	Boots []BootRecord `json:"boots,omitempty"`
+
 	// observedGeneration is the latest metadata.generation the controller has acted on.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -82,6 +232,7 @@ type MetalHostStatus struct {
 // +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="State",type="string",JSONPath=".status.state",description="Lifecycle state of the host"
+// +kubebuilder:printcolumn:name="Power",type="string",JSONPath=".status.powerState",description="Power state the BMC reports"
 // +kubebuilder:printcolumn:name="Consumer",type="string",JSONPath=".status.consumerRef.name",description="TalosMetalMachine that claimed the host"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp",description="Time since creation"
 

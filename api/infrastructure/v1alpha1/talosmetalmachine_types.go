@@ -30,6 +30,87 @@ type TalosMetalMachineSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	ProviderID string `json:"providerID,omitempty"`
+
+	// hostSelector selects the MetalHosts the Machine may claim by their labels; empty
+	// selects any Available host in the namespace.
+	// +optional
+	HostSelector metav1.LabelSelector `json:"hostSelector,omitempty,omitzero"`
+
+	// bootAssets are the Talos kernel and initramfs the host network-boots.
+	// +required
+	BootAssets BootAssets `json:"bootAssets,omitempty,omitzero"`
+
+	// extraKernelArgs are added to the kernel command line after Talos's defaults; a
+	// console= argument replaces the default consoles.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=512
+	// +kubebuilder:validation:items:Pattern=`^[^\s]+$`
+	ExtraKernelArgs []string `json:"extraKernelArgs,omitempty"`
+
+	// installDisk is the disk Talos installs to, e.g. /dev/sda; it overrides the host's.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^/dev/[A-Za-z0-9/_.:-]+$`
+	InstallDisk string `json:"installDisk,omitempty"`
+}
+
+// BootAssets are the Talos kernel and initramfs a host network-boots: URLs with their
+// SHA-512, or a Talos Image Factory schematic and version. The infrastructure manager
+// downloads them once into its verified cache and serves them from there.
+// +kubebuilder:validation:XValidation:rule="has(self.kernel) == has(self.initramfs)",message="kernel and initramfs go together"
+// +kubebuilder:validation:XValidation:rule="has(self.kernel) != has(self.imageFactory)",message="set kernel and initramfs, or imageFactory"
+type BootAssets struct {
+	// kernel is the Talos kernel (vmlinuz).
+	// +optional
+	Kernel *Asset `json:"kernel,omitempty"`
+
+	// initramfs is the Talos initramfs (initramfs.xz).
+	// +optional
+	Initramfs *Asset `json:"initramfs,omitempty"`
+
+	// imageFactory takes the kernel and initramfs of a Talos Image Factory schematic.
+	// +optional
+	ImageFactory *ImageFactory `json:"imageFactory,omitempty"`
+}
+
+// Asset is a file to download and verify.
+type Asset struct {
+	// url is where to download the file (http or https).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://`
+	URL string `json:"url,omitempty"`
+
+	// sha512 is the file's SHA-512, 128 hexadecimal digits; a download that does not match
+	// is discarded.
+	// +required
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{128}$`
+	SHA512 string `json:"sha512,omitempty"`
+}
+
+// ImageFactory names boot assets built by a Talos Image Factory.
+type ImageFactory struct {
+	// url is the Image Factory's address.
+	// +optional
+	// +kubebuilder:default="https://factory.talos.dev"
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^https?://[^\s]+$`
+	URL string `json:"url,omitempty"`
+
+	// schematic is the schematic ID, 64 hexadecimal digits.
+	// +required
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	Schematic string `json:"schematic,omitempty"`
+
+	// version is the Talos version, e.g. v1.13.3.
+	// +required
+	// +kubebuilder:validation:Pattern=`^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`
+	Version string `json:"version,omitempty"`
 }
 
 // TalosMetalMachineStatus is the observed state of the node.
@@ -51,6 +132,15 @@ type TalosMetalMachineStatus struct {
 	// +kubebuilder:validation:MaxItems=32
 	Addresses []clusterv1.MachineAddress `json:"addresses,omitempty"`
 
+	// host is the MetalHost the Machine claimed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Host string `json:"host,omitempty"`
+
+	// lastBootRequest is when Talon last network-booted the host through its BMC.
+	// +optional
+	LastBootRequest *metav1.Time `json:"lastBootRequest,omitempty"`
+
 	// failureDomain is the failure domain the node runs in.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
@@ -68,6 +158,7 @@ type TalosMetalMachineStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",description="Cluster the node belongs to"
 // +kubebuilder:printcolumn:name="Machine",type="string",JSONPath=".metadata.ownerReferences[?(@.kind==\"Machine\")].name",description="Machine that owns the node"
+// +kubebuilder:printcolumn:name="Host",type="string",JSONPath=".status.host",description="MetalHost the node runs on"
 // +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Whether the node is ready"
 // +kubebuilder:printcolumn:name="Provisioned",type="boolean",JSONPath=".status.initialization.provisioned",description="Whether the node is provisioned"
 // +kubebuilder:printcolumn:name="ProviderID",type="string",JSONPath=".spec.providerID",description="Provider ID of the node",priority=10

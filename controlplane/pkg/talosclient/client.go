@@ -74,6 +74,10 @@ type Client interface {
 	EtcdRemoveMember(ctx context.Context, id uint64) error
 	// EtcdForfeitLeadership moves leadership away from the node's member if it leads.
 	EtcdForfeitLeadership(ctx context.Context) error
+	// Reset wipes the node and powers it off, without draining it or leaving etcd: Cluster
+	// API drained it and the control plane removed its etcd member before its Machine goes.
+	// Talos answers before it is done; the node is off when it has finished.
+	Reset(ctx context.Context) error
 	// Close releases the connection.
 	Close() error
 }
@@ -195,6 +199,13 @@ func (c *client) EtcdForfeitLeadership(ctx context.Context) error {
 	defer cancel()
 	_, err := c.c.EtcdForfeitLeadership(ctx, &machine.EtcdForfeitLeadershipRequest{})
 	return c.wrap(err, "etcd forfeit leadership")
+}
+
+func (c *client) Reset(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	err := c.c.ResetGeneric(ctx, &machine.ResetRequest{Graceful: false, Reboot: false, Mode: machine.ResetRequest_ALL})
+	return c.wrap(err, "reset")
 }
 
 func (c *client) Close() error { return c.c.Close() }

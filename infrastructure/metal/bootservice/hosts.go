@@ -57,6 +57,9 @@ const (
 	BootActionInstall BootAction = "Install"
 	// BootActionDisk makes iPXE exit so the firmware boots the next device, the installed disk.
 	BootActionDisk BootAction = "Disk"
+	// BootActionWipe boots the Talos kernel and initramfs with talos.experimental.wipe=system
+	// and no config: Talos wipes the system disk and waits in maintenance mode.
+	BootActionWipe BootAction = "Wipe"
 )
 
 // Host is what the boot service needs to know about one host it serves.
@@ -138,11 +141,11 @@ func (h *Host) validate() error {
 	default:
 		return fmt.Errorf("host %s has unsupported architecture %q", h.Name, h.Arch)
 	}
-	if h.Action != BootActionInstall {
+	if h.Action != BootActionInstall && h.Action != BootActionWipe {
 		return nil
 	}
 	if h.Kernel == "" || h.Initramfs == "" {
-		return fmt.Errorf("host %s has no kernel or initramfs to install from", h.Name)
+		return fmt.Errorf("host %s has no kernel or initramfs to boot", h.Name)
 	}
 	for _, asset := range []string{h.Kernel, h.Initramfs} {
 		if !fs.ValidPath(asset) || asset == "." {

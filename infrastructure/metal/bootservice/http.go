@@ -49,10 +49,26 @@ type HTTPOptions struct {
 	AssetDir string
 	// Refusals is told about every refused script or config request; optional.
 	Refusals Refusals
+	// Served is told about every script and config served to a known host; optional.
+	Served func(Served)
 	// Addresses tells which address full-mode DHCP gave a MAC address (a *DHCPResponder
 	// does); optional. With it, or with a host's fixed IP, an install script goes only to the
 	// host's own address.
 	Addresses Addresses
+}
+
+// Served is a script or config the service handed to a known host.
+type Served struct {
+	// Host is the MetalHost served.
+	Host types.NamespacedName
+	// MAC is the MAC address the host booted from; nil for a config.
+	MAC net.HardwareAddr
+	// IP is the address the host asked from.
+	IP net.IP
+	// Endpoint is "ipxe" for a script, "config" for a config.
+	Endpoint string
+	// Action is what the script told the host to do; empty for a config.
+	Action BootAction
 }
 
 // Addresses knows which IP address the service leased to a MAC address.
@@ -73,6 +89,7 @@ type httpHandler struct {
 	baseURL  *url.URL
 	assetDir string
 	refusals Refusals
+	served   func(Served)
 	addrs    Addresses
 }
 
@@ -103,6 +120,7 @@ func NewHTTPHandler(hosts Hosts, configs ConfigSource, tokens *Tokens, opts HTTP
 		baseURL:  base,
 		assetDir: opts.AssetDir,
 		refusals: opts.Refusals,
+		served:   opts.Served,
 		addrs:    opts.Addresses,
 	}
 	mux := http.NewServeMux()
@@ -163,10 +181,14 @@ func (h *httpHandler) serveScript(w http.ResponseWriter, r *http.Request) {
 		}
 		script = installScript(host, h.baseURL, configURL(h.baseURL, token, mac))
 	}
+	if host.Action == BootActionWipe {
+		script = wipeScript(host, h.baseURL)
+	}
 	log.V(4).Info("Serving iPXE script", "host", host.Name.String(), "mac", mac.String(), "action", string(host.Action))
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write([]byte(script))
+	_, _ = w.Write([]byte(script)) //nolint:gosec // a text/plain iPXE script, not HTML
+	h.tell(Served{Host: host.Name, MAC: mac, IP: ip, Endpoint: "ipxe", Action: host.Action})
 }
 
 func (h *httpHandler) serveConfig(w http.ResponseWriter, r *http.Request) {
@@ -204,6 +226,7 @@ func (h *httpHandler) serveConfig(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	_, _ = w.Write(data)
+	h.tell(Served{Host: grant.Host, IP: req.IP, Endpoint: "config"})
 }
 
 // refuseConfig answers 403 without a body, so a refused requester learns nothing.
@@ -246,6 +269,12 @@ func (h *httpHandler) addressOf(host *Host, mac net.HardwareAddr) net.IP {
 		}
 	}
 	return nil
+}
+
+func (h *httpHandler) tell(s Served) {
+	if h.served != nil {
+		h.served(s)
+	}
 }
 
 func (h *httpHandler) refuse(r Refusal) {

@@ -90,12 +90,27 @@ func kernelArgs(host *Host) []string {
 	return append(args, host.KernelArgs...)
 }
 
+// WipeKernelArg makes Talos wipe the system disk before it starts.
+const WipeKernelArg = "talos.experimental.wipe=system"
+
 // installScript returns the iPXE script that boots host's Talos kernel with configURL.
 func installScript(host *Host, baseURL *url.URL, configURL string) string {
-	args := append(kernelArgs(host), "talos.config="+configURL)
+	return bootScript(host, baseURL, "install", "talos.config="+configURL)
+}
+
+// wipeScript returns the iPXE script that boots host's Talos kernel to wipe the system disk
+// into maintenance mode.
+func wipeScript(host *Host, baseURL *url.URL) string {
+	return bootScript(host, baseURL, "wipe", WipeKernelArg)
+}
+
+// bootScript returns the iPXE script that boots host's Talos kernel with extra as the last
+// kernel argument; what names the boot in a comment.
+func bootScript(host *Host, baseURL *url.URL, what, extra string) string {
+	args := append(kernelArgs(host), extra)
 	var b strings.Builder
 	b.WriteString("#!ipxe\n")
-	fmt.Fprintf(&b, "# Talon: install %s\n", host.Name)
+	fmt.Fprintf(&b, "# Talon: %s %s\n", what, host.Name)
 	fmt.Fprintf(&b, "kernel %s %s\n", assetURL(baseURL, host.Kernel), strings.Join(args, " "))
 	fmt.Fprintf(&b, "initrd --name %s %s\n", initramfsName, assetURL(baseURL, host.Initramfs))
 	b.WriteString("boot\n")

@@ -1,0 +1,583 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package metal_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha512"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
+
+	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
+	bootstrapsetup "github.com/talon-capi/talon/bootstrap/setup"
+	controlplanesetup "github.com/talon-capi/talon/controlplane/setup"
+	"github.com/talon-capi/talon/infrastructure/docker/runtime"
+	"github.com/talon-capi/talon/infrastructure/metal"
+	"github.com/talon-capi/talon/infrastructure/metal/bootservice"
+	infrasetup "github.com/talon-capi/talon/infrastructure/setup"
+	"github.com/talon-capi/talon/internal/manager"
+	"github.com/talon-capi/talon/sim"
+	"github.com/talon-capi/talon/sim/bmc"
+	"github.com/talon-capi/talon/sim/simtest"
+	"github.com/talon-capi/talon/test/envtest"
+	"github.com/talon-capi/talon/test/require"
+)
+
+// logs holds every line the managers log, at every verbosity, for the credentials check.
+var logs = &syncBuffer{}
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.Level(zapcore.Level(-5))))
+	os.Exit(envtest.Run(m))
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// rootNetworking says why this machine cannot make the bridge and veth pairs of the
+// provisioning network, or nil.
+func rootNetworking() error {
+	if os.Geteuid() != 0 {
+		return errors.New("needs root to create bridges and veth pairs and to serve DHCP")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		return errors.New("needs the ip command (Debian package iproute2)")
+	}
+	return nil
+}
+
+func ip(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.CommandContext(context.Background(), "ip", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %v: %v: %s", args, err, out)
+	}
+}
+
+// lab is a provisioning network with simulated hosts and their BMCs.
+type lab struct {
+	t         *testing.T
+	bridge    string
+	serverIP  net.IP
+	prefix    string // e.g. 10.99.7.
+	namespace string
+	hosts     map[string]*labHost
+}
+
+type labHost struct {
+	name     string
+	nic      string
+	mac      net.HardwareAddr
+	bmc      *bmc.BMC
+	address  string // of the BMC
+	password string
+	host     *sim.Host
+	stateDir string
+	// installDisk is the MetalHost's install-disk hint, if any.
+	installDisk string
+}
+
+// newLab makes a bridge with the boot service's address and n veth pairs, one per host.
+func newLab(t *testing.T, namespace string) *lab {
+	t.Helper()
+	id := make([]byte, 2)
+	_, _ = rand.Read(id)
+	tag := hex.EncodeToString(id)
+	l := &lab{t: t, bridge: "tm" + tag, prefix: fmt.Sprintf("10.99.%d.", id[0]), namespace: namespace, hosts: map[string]*labHost{}}
+	l.serverIP = net.ParseIP(l.prefix + "1").To4()
+	ip(t, "link", "add", l.bridge, "type", "bridge")
+	t.Cleanup(func() { _ = exec.CommandContext(context.Background(), "ip", "link", "del", l.bridge).Run() })
+	ip(t, "address", "add", l.prefix+"1/24", "dev", l.bridge)
+	ip(t, "link", "set", l.bridge, "up")
+	return l
+}
+
+// addHost adds a simulated host on the network, with a Redfish or IPMI BMC.
+func (l *lab) addHost(ctx context.Context, name string, i int, ipmi bool) *labHost {
+	t := l.t
+	t.Helper()
+	mac := net.HardwareAddr{0x02, 0x42, 0x10, 0x99, l.serverIP[2], byte(i)}
+	h := &labHost{name: name, nic: fmt.Sprintf("%sh%d", l.bridge, i), mac: mac, password: "pw-" + rand.Text()[:12]}
+	peer := fmt.Sprintf("%sp%d", l.bridge, i)
+	ip(t, "link", "add", h.nic, "address", mac.String(), "type", "veth", "peer", "name", peer)
+	t.Cleanup(func() { _ = exec.CommandContext(context.Background(), "ip", "link", "del", h.nic).Run() })
+	ip(t, "link", "set", peer, "master", l.bridge)
+	ip(t, "link", "set", peer, "up")
+	ip(t, "link", "set", h.nic, "up")
+	h.stateDir = t.TempDir()
+	var err error
+	h.host, err = sim.NewHost(sim.HostOptions{
+		Interface: h.nic, StateDir: h.stateDir, BinDir: envtest.BinDir(),
+		OnPowerOff: func() { h.bmc.SetPower("1", false) },
+		Log:        ctrl.Log.WithName("sim-host").WithValues("name", name),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.bmc = bmc.New(bmc.Config{Username: "admin", Password: h.password, OnPowerChange: func(e bmc.PowerEvent) {
+		if !e.On {
+			h.host.PowerOff()
+			return
+		}
+		h.host.PowerOn(ctx, e.Boot.Enabled != bmc.OverrideDisabled && e.Boot.Target == "Pxe")
+	}})
+	if ipmi {
+		address, err := h.bmc.StartIPMI("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.address = "ipmi://" + address
+	} else {
+		listener, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.bmc.Start(listener)
+		h.address = "redfish+http://" + listener.Addr().String()
+	}
+	t.Cleanup(func() {
+		h.host.PowerOff()
+		h.bmc.Close()
+	})
+	l.hosts[name] = h
+	return h
+}
+
+// register creates the MetalHost and credentials Secret of h.
+func (l *lab) register(c client.Client, h *labHost, role string) {
+	t := l.t
+	t.Helper()
+	g := NewWithT(t)
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: l.namespace, Name: h.name + "-bmc"},
+		StringData: map[string]string{"username": "admin", "password": h.password},
+	}
+	g.Expect(c.Create(t.Context(), secret)).To(Succeed())
+	host := &infrav1.MetalHost{
+		ObjectMeta: metav1.ObjectMeta{Namespace: l.namespace, Name: h.name, Labels: map[string]string{"talon.dev/role": role}},
+		Spec: infrav1.MetalHostSpec{
+			BootMACAddresses: []string{h.mac.String()},
+			BMC:              &infrav1.BMCSpec{Address: h.address, CredentialsName: secret.Name},
+			InstallDisk:      h.installDisk,
+		},
+	}
+	g.Expect(c.Create(t.Context(), host)).To(Succeed())
+}
+
+// bootAssets serves stand-in kernel and initramfs files and returns the template variables
+// naming them.
+func bootAssets(t *testing.T) map[string]string {
+	t.Helper()
+	files := map[string][]byte{"/vmlinuz-amd64": []byte("stand-in Talos kernel\n"), "/initramfs-amd64.xz": []byte("stand-in Talos initramfs\n")}
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		data, ok := files[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write(data)
+	}))
+	t.Cleanup(server.Close)
+	sum := func(name string) string {
+		s := sha512.Sum512(files[name])
+		return hex.EncodeToString(s[:])
+	}
+	return map[string]string{
+		"TALOS_KERNEL_URL": server.URL + "/vmlinuz-amd64", "TALOS_KERNEL_SHA512": sum("/vmlinuz-amd64"),
+		"TALOS_INITRAMFS_URL": server.URL + "/initramfs-amd64.xz", "TALOS_INITRAMFS_SHA512": sum("/initramfs-amd64.xz"),
+	}
+}
+
+// startProviders runs Cluster API and Talon's three providers with the boot service on the lab.
+func startProviders(t *testing.T, env *envtest.Environment, l *lab) {
+	t.Helper()
+	tftpDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(tftpDir, bootservice.BootFileUEFIAMD64), []byte("stand-in iPXE for UEFI\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	settings := infrasetup.NewSettings()
+	settings.Metal = metal.Settings{
+		AssetDir: t.TempDir(), BootTimeout: 30 * time.Second, ResetTimeout: time.Minute, BootService: true,
+		RegisterNamespace: l.namespace,
+		Service: metal.BootServiceOptions{
+			Interface: l.bridge, ServerIP: l.serverIP, HTTPAddress: l.serverIP.String() + ":0", TFTPDir: tftpDir,
+			DHCPMode: bootservice.DHCPModeFull,
+			Pool: &bootservice.AddressPool{
+				Start: net.ParseIP(l.prefix + "10").To4(), End: net.ParseIP(l.prefix + "14").To4(), Netmask: net.CIDRMask(24, 32),
+			},
+		},
+	}
+	rt := runtime.NewSim(t.Context(), envtest.BinDir(), t.TempDir(), logr.Discard())
+	env.StartManager(t, envtest.ManagerOptions{
+		CoreReconcilers: true,
+		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
+			opts := manager.NewOptions()
+			return errors.Join(
+				bootstrapsetup.Reconcilers(ctx, mgr, opts),
+				controlplanesetup.Reconcilers(ctx, mgr, opts),
+				infrasetup.Reconcilers(ctx, mgr, opts, settings, rt),
+			)
+		},
+	})
+}
+
+// applyMetalTemplate creates the objects of templates/cluster-template-metal.yaml.
+func applyMetalTemplate(t *testing.T, c client.Client, variables map[string]string) {
+	t.Helper()
+	g := NewWithT(t)
+	raw, err := os.ReadFile(filepath.Join(envtest.RepoRoot(), "templates", "cluster-template-metal.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	processed, err := yamlprocessor.NewSimpleProcessor().Process(raw, func(name string) (string, error) {
+		if v, ok := variables[name]; ok {
+			return v, nil
+		}
+		return "", fmt.Errorf("variable %s is not set", name)
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	objs, err := utilyaml.ToUnstructured(processed)
+	g.Expect(err).NotTo(HaveOccurred())
+	for i := range objs {
+		g.Expect(c.Create(t.Context(), &objs[i])).To(Succeed(), "create %s %s", objs[i].GetKind(), objs[i].GetName())
+	}
+}
+
+// machines returns the cluster's Machines, expecting want, all Running with a Node.
+func runningMachines(ctx context.Context, g Gomega, c client.Client, namespace string, want int) []clusterv1.Machine {
+	list := &clusterv1.MachineList{}
+	g.Expect(c.List(ctx, list, client.InNamespace(namespace))).To(Succeed())
+	states := make([]string, 0, len(list.Items))
+	for _, m := range list.Items {
+		state := m.Name + ": " + m.Status.Phase
+		if c := conditions.Get(&m, clusterv1.MachineReadyCondition); c != nil && c.Status != metav1.ConditionTrue {
+			state += " (" + c.Message + ")"
+		}
+		states = append(states, state)
+	}
+	g.Expect(len(list.Items)).To(Equal(want), "Machines: %v", states)
+	for _, m := range list.Items {
+		g.Expect(m.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)), "Machines: %v", states)
+		g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "Machines: %v", states)
+	}
+	return list.Items
+}
+
+// metalMachineCondition waits until a TalosMetalMachine has HostProvisioned False with reason,
+// and returns its message.
+func metalMachineCondition(t *testing.T, c client.Client, namespace, reason string, timeout time.Duration) string {
+	t.Helper()
+	var message string
+	NewWithT(t).Eventually(func(g Gomega) {
+		list := &infrav1.TalosMetalMachineList{}
+		g.Expect(c.List(t.Context(), list, client.InNamespace(namespace))).To(Succeed())
+		var seen []string
+		for _, m := range list.Items {
+			cond := conditions.Get(&m, infrav1.HostProvisionedCondition)
+			if cond != nil && cond.Reason == reason {
+				message = cond.Message
+				return
+			}
+			if cond != nil {
+				seen = append(seen, m.Name+": "+cond.Reason+" "+cond.Message)
+			}
+		}
+		g.Expect(false).To(BeTrue(), "no TalosMetalMachine has reason %s: %v", reason, seen)
+	}).WithTimeout(timeout).WithPolling(time.Second).Should(Succeed())
+	return message
+}
+
+// TestClusterOnSimulatedHosts builds a 3 control-plane + 2 worker cluster on five simulated
+// hosts (three with Redfish BMCs, two with IPMI BMCs) that network-boot through the boot
+// service: DHCP and TFTP on a bridge, the iPXE script and a one-time config over HTTP. One
+// worker's BMC first ignores power requests (the Machine says so, then recovers); a deleted
+// worker's host is reset through Talos, powered off and Available again, and the new Machine
+// reuses it; credentials appear in no log, event or status.
+func TestClusterOnSimulatedHosts(t *testing.T) {
+	require.Layer(t, "netns", rootNetworking())
+	env := envtest.Get(t)
+	g := NewWithT(t)
+	ctx := t.Context()
+	c := env.Client
+	namespace := env.NewNamespace(t, "metal")
+	t.Cleanup(func() {
+		if path := os.Getenv("TALON_METAL_LOG"); path != "" {
+			_ = os.WriteFile(path, []byte(logs.String()), 0o600)
+		}
+	})
+	l := newLab(t, namespace)
+
+	hostCtx, stopHosts := context.WithCancel(context.Background())
+	t.Cleanup(stopHosts)
+	roles := []struct {
+		name, role string
+		ipmi       bool
+	}{
+		{"cp-1", "control-plane", false}, {"cp-2", "control-plane", true}, {"cp-3", "control-plane", false},
+		{"worker-1", "worker", true}, {"worker-2", "worker", false},
+	}
+	for i, r := range roles {
+		h := l.addHost(hostCtx, r.name, i+1, r.ipmi)
+		if r.name == "cp-3" {
+			h.installDisk = "/dev/nvme0n1"
+		}
+		l.register(c, h, r.role)
+	}
+	// The second worker's BMC accepts power requests and does nothing, and the first worker's
+	// NIC is down (it never network-boots), until the test fixes them.
+	l.hosts["worker-2"].bmc.SetIgnorePower(true)
+	ip(t, "link", "set", l.hosts["worker-1"].nic, "down")
+
+	startProviders(t, env, l)
+	g.Eventually(func(g Gomega) {
+		list := &infrav1.MetalHostList{}
+		g.Expect(c.List(ctx, list, client.InNamespace(namespace))).To(Succeed())
+		for _, h := range list.Items {
+			g.Expect(h.Status.State).To(Equal(infrav1.MetalHostStateAvailable), "MetalHost %s: %s", h.Name, h.Status.LastError)
+			g.Expect(h.Status.PowerState).To(Equal("Off"))
+		}
+	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+
+	// The user's load balancer in front of the hosts' addresses: the pool has one per host.
+	lb := simtest.NewLoadBalancer(t, l.serverIP.String(), 6443, 50001)
+	var backends []string
+	for i := 10; i <= 14; i++ {
+		backends = append(backends, fmt.Sprintf("%s%d", l.prefix, i))
+	}
+	lb.SetBackends(backends...)
+	variables := bootAssets(t)
+	for k, v := range map[string]string{
+		"CLUSTER_NAME": "metal", "NAMESPACE": namespace, "KUBERNETES_VERSION": simtest.KubernetesVersion,
+		"CONTROL_PLANE_MACHINE_COUNT": "3", "WORKER_MACHINE_COUNT": "2", "CONTROL_PLANE_ENDPOINT_HOST": l.serverIP.String(),
+	} {
+		variables[k] = v
+	}
+	start := time.Now()
+	applyMetalTemplate(t, c, variables)
+
+	// The power fault shows on the Machine, naming the host and the problem...
+	message := metalMachineCondition(t, c, namespace, infrav1.PowerStateMismatchReason, 2*time.Minute)
+	g.Expect(message).To(ContainSubstring("MetalHost worker-2"))
+	g.Expect(message).To(ContainSubstring("reports power Off"))
+	t.Logf("Power fault reported: %s", message)
+	// ...and clears once the BMC obeys again.
+	l.hosts["worker-2"].bmc.SetIgnorePower(false)
+	// A host that does not network-boot is reported after the boot timeout, and power-cycled
+	// again: with its link back it boots.
+	message = metalMachineCondition(t, c, namespace, infrav1.HostNotBootingReason, 2*time.Minute)
+	g.Expect(message).To(ContainSubstring("MetalHost worker-1 did not network-boot within 30s"))
+	t.Logf("Boot fault reported: %s", message)
+	ip(t, "link", "set", l.hosts["worker-1"].nic, "up")
+
+	var machines []clusterv1.Machine
+	g.Eventually(func(g Gomega) {
+		machines = runningMachines(ctx, g, c, namespace, 5)
+	}).WithTimeout(6 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	t.Logf("5 Machines Running after %s", time.Since(start).Round(time.Second))
+
+	// Every Machine runs on its own host, linked by providerID, and every host booted through
+	// the whole chain: DHCP, iPXE over TFTP, the script for its MAC, kernel, initramfs and a
+	// config URL that is refused once used.
+	seen := map[string]bool{}
+	for _, m := range machines {
+		host, ok := strings.CutPrefix(m.Spec.ProviderID, metal.ProviderIDPrefix+namespace+"/")
+		g.Expect(ok).To(BeTrue(), "providerID %s", m.Spec.ProviderID)
+		g.Expect(seen[host]).To(BeFalse(), "host %s has two Machines", host)
+		seen[host] = true
+		h := &infrav1.MetalHost{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: host}, h)).To(Succeed())
+		g.Expect(h.Status.State).To(Equal(infrav1.MetalHostStateProvisioned))
+		g.Expect(h.Status.ConsumerRef.Name).To(Equal(m.Spec.InfrastructureRef.Name))
+		boots := l.hosts[host].host.NetBoots()
+		g.Expect(boots).NotTo(BeEmpty())
+		last := boots[len(boots)-1]
+		g.Expect(last.Firmware).To(Equal(bootservice.BootFileUEFIAMD64))
+		g.Expect(last.ScriptURL).To(ContainSubstring(url.QueryEscape(l.hosts[host].mac.String())))
+		g.Expect(last.Kernel).To(HaveSuffix(variables["TALOS_KERNEL_SHA512"]))
+		g.Expect(last.KernelArgs).To(ContainElement("talos.platform=metal"))
+		g.Expect(last.ConfigURL).NotTo(BeEmpty())
+		// Asked again from the host's own address (so only the spent token can be the reason).
+		from := &net.Dialer{LocalAddr: &net.TCPAddr{IP: last.Address.IP}}
+		fetch := &http.Client{Transport: &http.Transport{DialContext: from.DialContext}}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, last.ConfigURL, http.NoBody)
+		g.Expect(err).NotTo(HaveOccurred())
+		resp, err := fetch.Do(req)
+		g.Expect(err).NotTo(HaveOccurred())
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		g.Expect(resp.StatusCode).To(Equal(http.StatusForbidden), "a used config URL is refused")
+		g.Expect(body).To(BeEmpty())
+	}
+	g.Expect(seen).To(HaveLen(5))
+	// The host's install-disk hint reached its config; the others install where the template says.
+	installed, err := os.ReadFile(filepath.Join(l.hosts["cp-3"].stateDir, "config.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(installed)).To(ContainSubstring("disk: /dev/nvme0n1"))
+	g.Expect(string(installed)).To(ContainSubstring("provider-id: "+metal.ProviderID(namespace, "cp-3")), "the kubelet registers its Node linked")
+	installed, err = os.ReadFile(filepath.Join(l.hosts["cp-1"].stateDir, "config.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(installed)).To(ContainSubstring("disk: /dev/sda"))
+
+	// Delete a worker: its host is reset through Talos (wiped, powered off) and Available.
+	md := &clusterv1.MachineDeployment{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "metal-workers"}, md)).To(Succeed())
+	patch := client.MergeFrom(md.DeepCopy())
+	md.Spec.Replicas = ptr.To[int32](1)
+	g.Expect(c.Patch(ctx, md, patch)).To(Succeed())
+	start = time.Now()
+	var freed string
+	g.Eventually(func(g Gomega) {
+		machines = runningMachines(ctx, g, c, namespace, 4)
+		list := &infrav1.MetalHostList{}
+		g.Expect(c.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{"talon.dev/role": "worker"})).To(Succeed())
+		freed = ""
+		for _, h := range list.Items {
+			if h.Status.State == infrav1.MetalHostStateAvailable {
+				freed = h.Name
+				g.Expect(h.Status.ConsumerRef).To(BeNil())
+				g.Expect(h.Status.NeedsWipe).To(BeFalse())
+				g.Expect(h.Status.PowerState).To(Equal("Off"))
+			}
+		}
+		g.Expect(freed).NotTo(BeEmpty(), "a worker host is Available again")
+	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	t.Logf("Worker deleted and MetalHost %s wiped and Available after %s", freed, time.Since(start).Round(time.Second))
+	_, err = os.Stat(filepath.Join(l.hosts[freed].stateDir, "config.yaml"))
+	g.Expect(os.IsNotExist(err)).To(BeTrue(), "the reset wiped the host's disk")
+
+	// A new Machine reuses the host; its BMC is unreachable first: the Machine says so, naming
+	// the host, and carries on when the BMC answers again.
+	l.hosts[freed].bmc.SetUnreachable(true)
+	patch = client.MergeFrom(md.DeepCopy())
+	md.Spec.Replicas = ptr.To[int32](2)
+	g.Expect(c.Patch(ctx, md, patch)).To(Succeed())
+	message = metalMachineCondition(t, c, namespace, infrav1.BMCUnreachableReason, 2*time.Minute)
+	g.Expect(message).To(ContainSubstring("MetalHost " + freed + ": BMC " + l.hosts[freed].address))
+	t.Logf("BMC fault reported: %s", message)
+	l.hosts[freed].bmc.SetUnreachable(false)
+	start = time.Now()
+	g.Eventually(func(g Gomega) {
+		machines = runningMachines(ctx, g, c, namespace, 5)
+		h := &infrav1.MetalHost{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: freed}, h)).To(Succeed())
+		g.Expect(h.Status.State).To(Equal(infrav1.MetalHostStateProvisioned))
+	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	t.Logf("A new worker Machine Running on MetalHost %s after %s", freed, time.Since(start).Round(time.Second))
+
+	// A worker whose node does not answer is powered off and its host wiped by a network
+	// boot (talos.experimental.wipe=system) before the replacement Machine reuses it.
+	var victim clusterv1.Machine
+	for _, m := range machines {
+		if m.Labels[clusterv1.MachineDeploymentNameLabel] != "" && !strings.HasSuffix(m.Spec.ProviderID, "/"+freed) {
+			victim = m
+		}
+	}
+	g.Expect(victim.Name).NotTo(BeEmpty())
+	stuck := strings.TrimPrefix(victim.Spec.ProviderID, metal.ProviderIDPrefix+namespace+"/")
+	l.hosts[stuck].host.Node().Partition()
+	wipesBefore := len(l.hosts[stuck].host.NetBoots())
+	g.Expect(c.Delete(ctx, &victim)).To(Succeed())
+	start = time.Now()
+	g.Eventually(func(g Gomega) {
+		machines = runningMachines(ctx, g, c, namespace, 5)
+		h := &infrav1.MetalHost{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: stuck}, h)).To(Succeed())
+		g.Expect(h.Status.State).To(Equal(infrav1.MetalHostStateProvisioned))
+		g.Expect(h.Status.ConsumerRef.Name).NotTo(Equal(victim.Spec.InfrastructureRef.Name))
+	}).WithTimeout(4 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	// Wipe boots (more than one if the machine was slow to answer), then an install boot.
+	boots := l.hosts[stuck].host.NetBoots()[wipesBefore:]
+	g.Expect(len(boots)).To(BeNumerically(">=", 2))
+	g.Expect(boots[0].Wipe).To(BeTrue())
+	for _, b := range boots[:len(boots)-1] {
+		g.Expect(b.Wipe).To(BeTrue())
+		g.Expect(b.ConfigURL).To(BeEmpty(), "a wipe boot gets no config")
+	}
+	g.Expect(boots[len(boots)-1].ConfigURL).NotTo(BeEmpty())
+	t.Logf("Unresponsive worker deleted, MetalHost %s wiped by network boot and reused after %s", stuck, time.Since(start).Round(time.Second))
+
+	// A machine no MetalHost boots from gets no answer, and is registered for a person to add
+	// its BMC.
+	stranger := l.addHost(hostCtx, "stranger", 9, false)
+	_, err = sim.NetworkBoot(ctx, stranger.nic, sim.FirmwareUEFI, func(net.IPNet) error { return nil })
+	g.Expect(err).To(MatchError(ContainSubstring("PXE firmware: DHCP")), "an unknown host gets no DHCP answer")
+	registered := "host-" + strings.ReplaceAll(stranger.mac.String(), ":", "")
+	g.Eventually(func(g Gomega) {
+		h := &infrav1.MetalHost{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: registered}, h)).To(Succeed())
+		g.Expect(h.Spec.BootMACAddresses).To(Equal([]string{stranger.mac.String()}))
+		g.Expect(h.Status.State).To(Equal(infrav1.MetalHostStateRegistering))
+		cond := conditions.Get(h, infrav1.BMCReachableCondition)
+		g.Expect(cond).NotTo(BeNil())
+		g.Expect(cond.Reason).To(Equal(infrav1.NoBMCReason))
+		g.Expect(cond.Message).To(ContainSubstring("set its BMC address"))
+	}).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
+
+	// No BMC password in any log line, event or status.
+	events := &corev1.EventList{}
+	g.Expect(c.List(ctx, events, client.InNamespace(namespace))).To(Succeed())
+	hosts := &infrav1.MetalHostList{}
+	g.Expect(c.List(ctx, hosts, client.InNamespace(namespace))).To(Succeed())
+	logged := logs.String()
+	g.Expect(logged).To(ContainSubstring("Claimed MetalHost"), "the managers' logs were captured")
+	for _, h := range l.hosts {
+		g.Expect(logged).NotTo(ContainSubstring(h.password), "BMC password of %s in the logs", h.name)
+		g.Expect(fmt.Sprintf("%+v", events.Items)).NotTo(ContainSubstring(h.password))
+		g.Expect(fmt.Sprintf("%+v", hosts.Items)).NotTo(ContainSubstring(h.password))
+	}
+}

@@ -1,0 +1,295 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package metal
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"sigs.k8s.io/cluster-api/util"
+
+	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
+	"github.com/talon-capi/talon/infrastructure/metal/bootservice"
+)
+
+// bootMACIndex indexes MetalHosts by their boot MAC addresses.
+const bootMACIndex = "spec.bootMACAddresses"
+
+// maxBootRecords is how many boots a MetalHost's status keeps.
+const maxBootRecords = 10
+
+// indexBootMACs is the bootMACIndex function.
+func indexBootMACs(o client.Object) []string {
+	h, ok := o.(*infrav1.MetalHost)
+	if !ok {
+		return nil
+	}
+	return h.Spec.BootMACAddresses
+}
+
+// Inventory is the boot service's view of the MetalHosts: which host boots from a MAC and
+// what it should do (bootservice.Hosts), the config it gets (bootservice.ConfigSource), and a
+// record of what it was served, in the MetalHost's status and events.
+type Inventory struct {
+	// Client reads through the manager's cache and writes to the API server.
+	Client client.Client
+	// APIReader reads from the API server, for read-modify-write retries that the cache may
+	// not have caught up with; Client when nil.
+	APIReader client.Reader
+	// Events records refusals on the MetalHosts.
+	Events events.EventRecorder
+	// RegisterNamespace, when set, is where PXE clients no MetalHost boots from are registered
+	// as new MetalHosts (state Registering, no BMC).
+	RegisterNamespace string
+
+	mu sync.Mutex
+	// registered are the MACs this process registered (or tried to), at most maxRegistrations.
+	registered map[string]bool
+}
+
+// maxRegistrations bounds how many hosts one manager process registers automatically, so
+// that a flood of spoofed PXE requests cannot fill the API server with MetalHosts.
+const maxRegistrations = 256
+
+var (
+	_ bootservice.Hosts        = &Inventory{}
+	_ bootservice.ConfigSource = &Inventory{}
+)
+
+// Lookup returns the host that boots from mac, and what it should do: install while its
+// Machine provisions it, wipe while it is being wiped, else boot its disk.
+func (i *Inventory) Lookup(ctx context.Context, mac net.HardwareAddr) (*bootservice.Host, error) {
+	hosts := &infrav1.MetalHostList{}
+	if err := i.Client.List(ctx, hosts, client.MatchingFields{bootMACIndex: mac.String()}); err != nil {
+		return nil, err
+	}
+	if len(hosts.Items) == 0 {
+		return nil, nil
+	}
+	if len(hosts.Items) > 1 {
+		return nil, fmt.Errorf("MAC address %s belongs to %d MetalHosts", mac, len(hosts.Items))
+	}
+	h := &hosts.Items[0]
+	host := &bootservice.Host{
+		Name:     client.ObjectKeyFromObject(h),
+		Arch:     bootservice.Arch(h.Spec.Architecture),
+		Firmware: bootservice.Firmware(h.Spec.Firmware),
+		Action:   bootservice.BootActionDisk,
+	}
+	if h.Status.BootAssets != nil {
+		host.Kernel, host.Initramfs = h.Status.BootAssets.Kernel, h.Status.BootAssets.Initramfs
+	}
+	switch {
+	case h.Status.State == infrav1.MetalHostStateProvisioning && h.Status.ConsumerRef != nil:
+		m := &infrav1.TalosMetalMachine{}
+		if err := i.Client.Get(ctx, types.NamespacedName{Namespace: h.Namespace, Name: h.Status.ConsumerRef.Name}, m); err != nil {
+			return nil, fmt.Errorf("failed to read the TalosMetalMachine of MetalHost %s: %w", host.Name, err)
+		}
+		host.Action = bootservice.BootActionInstall
+		host.KernelArgs = m.Spec.ExtraKernelArgs
+	case h.Status.State == infrav1.MetalHostStateDeprovisioning && h.Status.NeedsWipe && h.Status.WipeRequested != nil:
+		host.Action = bootservice.BootActionWipe
+	}
+	return host, nil
+}
+
+// BootstrapData returns the Talos config of the Machine that claimed host, with the kubelet's
+// --provider-id (so the Node registers linked to its Machine, whatever address it reports)
+// and the install disk of the TalosMetalMachine or the host, when one is set, patched in.
+func (i *Inventory) BootstrapData(ctx context.Context, host types.NamespacedName) ([]byte, error) {
+	h := &infrav1.MetalHost{}
+	if err := i.Client.Get(ctx, host, h); err != nil {
+		return nil, err
+	}
+	if h.Status.ConsumerRef == nil {
+		return nil, fmt.Errorf("MetalHost %s is not claimed", host)
+	}
+	m := &infrav1.TalosMetalMachine{}
+	if err := i.Client.Get(ctx, types.NamespacedName{Namespace: h.Namespace, Name: h.Status.ConsumerRef.Name}, m); err != nil {
+		return nil, err
+	}
+	machine, err := util.GetOwnerMachine(ctx, i.Client, m.ObjectMeta)
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the Machine of TalosMetalMachine %s: %w", m.Name, err)
+	}
+	if machine == nil {
+		return nil, fmt.Errorf("TalosMetalMachine %s has no Machine", m.Name)
+	}
+	if machine.Spec.Bootstrap.DataSecretName == nil {
+		return nil, fmt.Errorf("machine %s has no bootstrap data yet", machine.Name)
+	}
+	secret := &corev1.Secret{}
+	if err := i.Client.Get(ctx, types.NamespacedName{Namespace: machine.Namespace, Name: *machine.Spec.Bootstrap.DataSecretName}, secret); err != nil {
+		return nil, err
+	}
+	disk := m.Spec.InstallDisk
+	if disk == "" {
+		disk = h.Spec.InstallDisk
+	}
+	return patchConfig(secret.Data["value"], ProviderID(h.Namespace, h.Name), disk)
+}
+
+// patchConfig sets the kubelet's provider-id and, unless disk is empty, machine.install.disk
+// in a Talos config.
+func patchConfig(config []byte, providerID, disk string) ([]byte, error) {
+	doc := "machine:\n  kubelet:\n    extraArgs:\n      provider-id: " + strconv.Quote(providerID) + "\n"
+	if disk != "" {
+		doc += "  install:\n    disk: " + strconv.Quote(disk) + "\n"
+	}
+	patch, err := configpatcher.LoadPatch([]byte(doc))
+	if err != nil {
+		return nil, err
+	}
+	out, err := configpatcher.Apply(configpatcher.WithBytes(config), []configpatcher.Patch{patch})
+	if err != nil {
+		return nil, fmt.Errorf("failed to patch the provider ID and install disk into the config: %w", err)
+	}
+	return out.Bytes()
+}
+
+// Served records a served script or config in the MetalHost's status.boots.
+func (i *Inventory) Served(s bootservice.Served) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		h := &infrav1.MetalHost{}
+		if err := i.reader().Get(ctx, s.Host, h); err != nil {
+			return err
+		}
+		before := h.DeepCopy()
+		switch s.Endpoint {
+		case "config":
+			for j := len(h.Status.Boots) - 1; j >= 0; j-- {
+				if h.Status.Boots[j].Action == infrav1.BootActionInstall {
+					h.Status.Boots[j].ConfigDelivered = true
+					break
+				}
+			}
+		default:
+			h.Status.Boots = append(h.Status.Boots, infrav1.BootRecord{
+				Time: metav1.Now(), Action: infrav1.BootAction(s.Action), Address: s.IP.String(),
+			})
+			h.Status.Boots = trimBoots(h.Status.Boots)
+			h.Status.Addresses = []string{s.IP.String()}
+		}
+		return i.Client.Status().Patch(ctx, h, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	})
+	if err != nil {
+		ctrl.Log.WithName("bootservice").Error(err, "Failed to record a boot", "host", s.Host.String(), "endpoint", s.Endpoint)
+	}
+}
+
+// reader is APIReader, or Client without one.
+func (i *Inventory) reader() client.Reader {
+	if i.APIReader != nil {
+		return i.APIReader
+	}
+	return i.Client
+}
+
+// trimBoots keeps the newest maxBootRecords boots, and the last Install among older ones: it
+// holds the address the node was installed with, which reset and Node linking need.
+func trimBoots(boots []infrav1.BootRecord) []infrav1.BootRecord {
+	n := len(boots)
+	if n <= maxBootRecords {
+		return boots
+	}
+	kept := boots[n-maxBootRecords:]
+	if slices.ContainsFunc(kept, func(b infrav1.BootRecord) bool { return b.Action == infrav1.BootActionInstall }) {
+		return kept
+	}
+	for i := n - maxBootRecords - 1; i >= 0; i-- {
+		if boots[i].Action == infrav1.BootActionInstall {
+			return append([]infrav1.BootRecord{boots[i]}, kept[1:]...)
+		}
+	}
+	return kept
+}
+
+// Refused records a refused request as a Warning event on the MetalHost it concerns.
+func (i *Inventory) Refused(r bootservice.Refusal) {
+	log := ctrl.Log.WithName("bootservice")
+	log.Info("Refused a boot service request", "host", r.Host.String(), "mac", r.MAC.String(), "ip", r.IP.String(), "endpoint", r.Endpoint, "reason", r.Reason.Error())
+	if r.Host.Name == "" || i.Events == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	h := &infrav1.MetalHost{}
+	if err := i.Client.Get(ctx, r.Host, h); err != nil {
+		return
+	}
+	i.Events.Eventf(h, nil, corev1.EventTypeWarning, "BootRequestRefused", "Refuse",
+		"Refused %s request from %s: %v", r.Endpoint, r.IP, r.Reason)
+}
+
+// Register creates a MetalHost in Registering state for a PXE client no host boots from.
+func (i *Inventory) Register(ctx context.Context, mac net.HardwareAddr) {
+	if i.RegisterNamespace == "" {
+		return
+	}
+	i.mu.Lock()
+	if i.registered == nil {
+		i.registered = map[string]bool{}
+	}
+	seen, full := i.registered[mac.String()], len(i.registered) >= maxRegistrations
+	if !seen && !full {
+		i.registered[mac.String()] = true
+	}
+	i.mu.Unlock()
+	if seen {
+		return
+	}
+	if full {
+		ctrl.Log.WithName("bootservice").Info("Not registering another host: this manager registered its maximum", "mac", mac.String(), "maximum", maxRegistrations)
+		return
+	}
+	name := "host-" + strings.ReplaceAll(mac.String(), ":", "")
+	h := &infrav1.MetalHost{
+		ObjectMeta: metav1.ObjectMeta{Namespace: i.RegisterNamespace, Name: name,
+			Labels: map[string]string{"infrastructure.cluster.x-k8s.io/registered-by": "talon-boot-service"}},
+		Spec: infrav1.MetalHostSpec{BootMACAddresses: []string{mac.String()}},
+	}
+	if err := i.Client.Create(ctx, h); err != nil && !apierrors.IsAlreadyExists(err) {
+		ctrl.Log.WithName("bootservice").Error(err, "Failed to register a host", "mac", mac.String())
+		return
+	}
+}
+
+// hostConsumerRef is an ObjectReference to a TalosMetalMachine, for a MetalHost's consumerRef.
+func hostConsumerRef(m *infrav1.TalosMetalMachine) *corev1.ObjectReference {
+	return &corev1.ObjectReference{
+		APIVersion: infrav1.GroupVersion.String(), Kind: "TalosMetalMachine",
+		Namespace: m.Namespace, Name: m.Name, UID: m.UID,
+	}
+}

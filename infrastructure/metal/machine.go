@@ -1,0 +1,613 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package metal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	capicontrollerutil "sigs.k8s.io/cluster-api/util/controller"
+	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/paused"
+	"sigs.k8s.io/cluster-api/util/predicates"
+
+	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
+	"github.com/talon-capi/talon/bootstrap/pkg/clustersecrets"
+	"github.com/talon-capi/talon/controlplane/pkg/talosclient"
+	"github.com/talon-capi/talon/infrastructure/internal/infra"
+	"github.com/talon-capi/talon/infrastructure/metal/power"
+)
+
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=talosmetalmachines;talosmetalmachines/status;talosmetalmachines/finalizers,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=talosmetalclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines;machines/status;clusters;clusters/status,verbs=get;list;watch
+
+// machineFinalizer holds a TalosMetalMachine until its host is reset or marked for a wipe.
+const machineFinalizer = "talosmetalmachine.infrastructure.cluster.x-k8s.io"
+
+// ProviderIDPrefix starts the providerID of every bare-metal node: talos-metal://<ns>/<host>.
+const ProviderIDPrefix = "talos-metal://"
+
+// ProviderID is the providerID of the node on a MetalHost.
+func ProviderID(namespace, host string) string {
+	return ProviderIDPrefix + namespace + "/" + host
+}
+
+// DefaultResetTimeout is how long a node may take to wipe itself and power off after a
+// Talos reset before Talon powers it off and wipes it by network boot instead.
+const DefaultResetTimeout = 10 * time.Minute
+
+// MachineReconciler gives each TalosMetalMachine a MetalHost: it claims an Available host
+// matching the selector, network-boots it through its BMC into Talos with the Machine's
+// config, links the workload Node, and on deletion resets the node or marks the host for a
+// wipe.
+type MachineReconciler struct {
+	Client client.Client
+	// APIReader reads MetalHosts from the API server where the cache may lag behind a claim;
+	// Client when nil.
+	APIReader client.Reader
+	// ClusterCache reaches the workload clusters, to set the Nodes' providerID.
+	ClusterCache clustercache.ClusterCache
+	// Assets downloads and verifies the boot assets into the boot service's directory.
+	Assets *AssetCache
+	// BMC makes BMC clients; NewBMC when nil.
+	BMC BMCFactory
+	// TalosClients reach the nodes to reset them; talosclient.NewFactory() when nil.
+	TalosClients talosclient.Factory
+	// BootTimeout: see DefaultBootTimeout.
+	BootTimeout time.Duration
+	// ResetTimeout: see DefaultResetTimeout.
+	ResetTimeout time.Duration
+	// WatchFilterValue limits reconciliation to objects labelled with it.
+	WatchFilterValue string
+
+	linker *infra.NodeLinker
+}
+
+// SetupWithManager registers the reconciler with mgr.
+func (r *MachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
+	if r.Client == nil || r.ClusterCache == nil || r.Assets == nil {
+		return errors.New("talosmetalmachine reconciler needs a Client, a ClusterCache and an AssetCache")
+	}
+	if r.BMC == nil {
+		r.BMC = NewBMC
+	}
+	if r.APIReader == nil {
+		r.APIReader = r.Client
+	}
+	if r.TalosClients == nil {
+		r.TalosClients = talosclient.NewFactory()
+	}
+	if r.BootTimeout == 0 {
+		r.BootTimeout = DefaultBootTimeout
+	}
+	if r.ResetTimeout == 0 {
+		r.ResetTimeout = DefaultResetTimeout
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("controller", "talosmetalmachine")
+	c, err := capicontrollerutil.NewControllerManagedBy(mgr, log).
+		For(&infrav1.TalosMetalMachine{}).
+		WithOptions(options).
+		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
+		Watches(&clusterv1.Machine{},
+			handler.EnqueueRequestsFromMapFunc(util.MachineToInfrastructureMapFunc(infrav1.GroupVersion.WithKind("TalosMetalMachine")))).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToMachines),
+			predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
+		Watches(&infrav1.MetalHost{}, handler.EnqueueRequestsFromMapFunc(r.hostToMachines)).
+		WatchesRawSource(r.ClusterCache.GetClusterSource("talosmetalmachine", r.clusterToMachines)).
+		Build(ctx, r)
+	if err != nil {
+		return fmt.Errorf("failed to set up the talosmetalmachine controller: %w", err)
+	}
+	r.linker = &infra.NodeLinker{ClusterCache: r.ClusterCache, Controller: c, Name: "talosmetalmachine", MapNode: r.nodeToMachine}
+	return nil
+}
+
+// clusterToMachines maps a Cluster to its TalosMetalMachines.
+func (r *MachineReconciler) clusterToMachines(ctx context.Context, o client.Object) []ctrl.Request {
+	machines := &infrav1.TalosMetalMachineList{}
+	if err := r.Client.List(ctx, machines, client.InNamespace(o.GetNamespace()), client.MatchingLabels{clusterv1.ClusterNameLabel: o.GetName()}); err != nil {
+		return nil
+	}
+	return requestsFor(machines.Items)
+}
+
+// hostToMachines maps a MetalHost to its consumer, or, when it is Available, to every
+// TalosMetalMachine of its namespace still waiting for a host.
+func (r *MachineReconciler) hostToMachines(ctx context.Context, o client.Object) []ctrl.Request {
+	h, ok := o.(*infrav1.MetalHost)
+	if !ok {
+		return nil
+	}
+	if h.Status.ConsumerRef != nil {
+		return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: h.Namespace, Name: h.Status.ConsumerRef.Name}}}
+	}
+	if h.Status.State != infrav1.MetalHostStateAvailable {
+		return nil
+	}
+	machines := &infrav1.TalosMetalMachineList{}
+	if err := r.Client.List(ctx, machines, client.InNamespace(h.Namespace)); err != nil {
+		return nil
+	}
+	waiting := slices.DeleteFunc(machines.Items, func(m infrav1.TalosMetalMachine) bool { return m.Status.Host != "" })
+	return requestsFor(waiting)
+}
+
+func requestsFor(machines []infrav1.TalosMetalMachine) []ctrl.Request {
+	requests := make([]ctrl.Request, 0, len(machines))
+	for _, m := range machines {
+		requests = append(requests, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&m)})
+	}
+	return requests
+}
+
+// nodeToMachine maps a workload Node to the TalosMetalMachine with its providerID, or to
+// every TalosMetalMachine of the namespace while the Node has none.
+func (r *MachineReconciler) nodeToMachine(namespace string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []ctrl.Request {
+		node, ok := o.(*corev1.Node)
+		if !ok {
+			return nil
+		}
+		if host, found := strings.CutPrefix(node.Spec.ProviderID, ProviderIDPrefix+namespace+"/"); found {
+			h := &infrav1.MetalHost{}
+			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: host}, h); err != nil || h.Status.ConsumerRef == nil {
+				return nil
+			}
+			return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: namespace, Name: h.Status.ConsumerRef.Name}}}
+		}
+		if node.Spec.ProviderID != "" {
+			return nil
+		}
+		machines := &infrav1.TalosMetalMachineList{}
+		if err := r.Client.List(ctx, machines, client.InNamespace(namespace)); err != nil {
+			return nil
+		}
+		return requestsFor(machines.Items)
+	}
+}
+
+// Reconcile brings one TalosMetalMachine closer to its spec.
+func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	m := &infrav1.TalosMetalMachine{}
+	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	machine, err := util.GetOwnerMachine(ctx, r.Client, m.ObjectMeta)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	if machine == nil {
+		if !m.DeletionTimestamp.IsZero() {
+			return r.deleteOrphan(ctx, m)
+		}
+		ctrl.LoggerFrom(ctx).V(4).Info("Waiting for the Machine to own the TalosMetalMachine")
+		return ctrl.Result{}, nil
+	}
+	cluster, err := util.GetClusterFromMetadata(ctx, r.Client, machine.ObjectMeta)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to get the Cluster of Machine %s: %w", machine.Name, err)
+	}
+	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("Cluster", klog.KObj(cluster), "Machine", klog.KObj(machine)))
+	patchHelper, err := patch.NewHelper(m, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, m); err != nil || isPaused || requeue {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		m.Status.ObservedGeneration = m.Generation
+		reterr = errors.Join(reterr, infra.PatchReady(ctx, patchHelper, "TalosMetalMachine", m,
+			infrav1.HostProvisionedCondition, infrav1.NodeProviderIDSetCondition))
+	}()
+	if !m.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, cluster, m)
+	}
+	if controllerutil.AddFinalizer(m, machineFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	return r.reconcileNormal(ctx, cluster, machine, m)
+}
+
+func (r *MachineReconciler) reconcileNormal(ctx context.Context, cluster *clusterv1.Cluster, machine *clusterv1.Machine, m *infrav1.TalosMetalMachine) (ctrl.Result, error) {
+	if !ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false) {
+		infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.WaitingForClusterInfrastructureReason,
+			"Waiting for the control-plane endpoint of Cluster %s (TalosMetalCluster %s)", cluster.Name, cluster.Spec.InfrastructureRef.Name)
+		return ctrl.Result{}, nil
+	}
+	if machine.Spec.Bootstrap.DataSecretName == nil {
+		infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.WaitingForBootstrapDataReason,
+			"Waiting for the bootstrap provider to render the machine config of Machine %s", machine.Name)
+		return ctrl.Result{}, nil
+	}
+	h, err := r.host(ctx, m)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if h == nil && m.Spec.ProviderID != "" {
+		// Provisioned once: never install another server under the same Machine.
+		infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.ConflictReason,
+			"No MetalHost lists TalosMetalMachine %s as its consumer although its node is %s: restore the MetalHost's status or delete the Machine", m.Name, m.Spec.ProviderID)
+		return ctrl.Result{RequeueAfter: infra.RetryConflict}, nil
+	}
+	if h == nil {
+		if h, err = r.claim(ctx, m); err != nil {
+			return ctrl.Result{}, err
+		}
+		if h == nil {
+			// MetalHost events wake the Machine; the requeue covers hosts a watch filter hides.
+			return ctrl.Result{RequeueAfter: infra.RetryConflict}, nil
+		}
+	}
+	m.Status.Host = h.Name
+	log := ctrl.LoggerFrom(ctx).WithValues("MetalHost", klog.KObj(h))
+	ctx = ctrl.LoggerInto(ctx, log)
+
+	if h.Status.State == infrav1.MetalHostStateProvisioning {
+		if result, done, err := r.provision(ctx, m, h); err != nil || !done {
+			return result, err
+		}
+	}
+	address := ""
+	if boot := lastBoot(h, infrav1.BootActionInstall, time.Time{}); boot != nil {
+		address = boot.Address
+	} else if len(m.Status.Addresses) > 0 {
+		address = m.Status.Addresses[0].Address
+	}
+	infra.SetTruef(m, infrav1.HostProvisionedCondition, "MetalHost %s booted Talos at %s", h.Name, address)
+	m.Spec.ProviderID = ProviderID(h.Namespace, h.Name)
+	m.Status.Addresses = []clusterv1.MachineAddress{{Type: clusterv1.MachineInternalIP, Address: address}}
+	m.Status.FailureDomain = machine.Spec.FailureDomain
+	m.Status.Initialization.Provisioned = ptr.To(true)
+	return r.linker.Link(ctx, cluster, m, "", address, m.Spec.ProviderID)
+}
+
+// host returns the MetalHost m claimed, nil when it has none: by status.host (read from the
+// API server, which the cache may lag behind), or, after a claim whose status update was
+// lost, by the host's consumerRef.
+func (r *MachineReconciler) host(ctx context.Context, m *infrav1.TalosMetalMachine) (*infrav1.MetalHost, error) {
+	if m.Status.Host != "" {
+		h := &infrav1.MetalHost{}
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Status.Host}, h)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+		if err == nil && h.Status.ConsumerRef != nil && h.Status.ConsumerRef.UID == m.UID {
+			return h, nil
+		}
+	}
+	hosts := &infrav1.MetalHostList{}
+	if err := r.Client.List(ctx, hosts, client.InNamespace(m.Namespace)); err != nil {
+		return nil, err
+	}
+	for i := range hosts.Items {
+		h := &hosts.Items[i]
+		if ref := h.Status.ConsumerRef; ref != nil && ref.Name == m.Name && ref.UID == m.UID {
+			return h, nil
+		}
+	}
+	return nil, nil
+}
+
+// claim takes an Available MetalHost matching m's selector for m. The claim is an update of
+// the host's status with its resourceVersion: of two Machines claiming one host, one wins and
+// the other gets a conflict and tries the next host.
+func (r *MachineReconciler) claim(ctx context.Context, m *infrav1.TalosMetalMachine) (*infrav1.MetalHost, error) {
+	selector, err := metav1.LabelSelectorAsSelector(&m.Spec.HostSelector)
+	if err != nil {
+		infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.WaitingForHostReason, "spec.hostSelector is invalid: %v", err)
+		return nil, nil
+	}
+	hosts := &infrav1.MetalHostList{}
+	if err := r.Client.List(ctx, hosts, client.InNamespace(m.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(hosts.Items, func(a, b infrav1.MetalHost) int { return strings.Compare(a.Name, b.Name) })
+	states := map[infrav1.MetalHostState]int{}
+	for i := range hosts.Items {
+		h := &hosts.Items[i]
+		states[h.Status.State]++
+		if h.Status.State != infrav1.MetalHostStateAvailable || h.Status.ConsumerRef != nil || h.Status.NeedsWipe || !h.DeletionTimestamp.IsZero() {
+			continue
+		}
+		before := h.DeepCopy()
+		h.Status.ConsumerRef = hostConsumerRef(m)
+		h.Status.State = infrav1.MetalHostStateProvisioning
+		h.Status.LastError = ""
+		err := r.Client.Status().Patch(ctx, h, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		if apierrors.IsConflict(err) {
+			// Changed since the cache saw it: perhaps claimed by this very Machine already.
+			current := &infrav1.MetalHost{}
+			if getErr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(h), current); getErr == nil &&
+				current.Status.ConsumerRef != nil && current.Status.ConsumerRef.UID == m.UID {
+				return current, nil
+			}
+			continue
+		}
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("failed to claim MetalHost %s: %w", h.Name, err)
+		}
+		ctrl.LoggerFrom(ctx).Info("Claimed MetalHost", "MetalHost", h.Name)
+		m.Status.LastBootRequest = nil
+		return h, nil
+	}
+	var summary []string
+	for state, n := range states {
+		summary = append(summary, fmt.Sprintf("%d %s", n, state))
+	}
+	slices.Sort(summary)
+	matching := "none"
+	if len(summary) > 0 {
+		matching = strings.Join(summary, ", ")
+	}
+	infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.WaitingForHostReason,
+		"No Available MetalHost in namespace %s matches hostSelector %q (matching hosts: %s): add or free a host", m.Namespace, selector.String(), matching)
+	return nil, nil
+}
+
+// provision boots the claimed host until it fetched its config; done says it did.
+func (r *MachineReconciler) provision(ctx context.Context, m *infrav1.TalosMetalMachine, h *infrav1.MetalHost) (_ ctrl.Result, done bool, _ error) {
+	log := ctrl.LoggerFrom(ctx)
+	assets, err := r.Assets.Ensure(ctx, m.Spec.BootAssets, h.Spec.Architecture)
+	if err != nil {
+		infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.BootAssetsUnavailableReason, "MetalHost %s cannot boot: %v", h.Name, err)
+		return ctrl.Result{RequeueAfter: infra.RetryConflict}, false, nil
+	}
+	if h.Status.BootAssets == nil || *h.Status.BootAssets != assets {
+		before := h.DeepCopy()
+		h.Status.BootAssets = &assets
+		if err := r.Client.Status().Patch(ctx, h, client.MergeFrom(before)); err != nil {
+			return ctrl.Result{}, false, fmt.Errorf("failed to record the boot assets of MetalHost %s: %w", h.Name, err)
+		}
+	}
+	requested := m.Status.LastBootRequest
+	if requested != nil {
+		if boot := lastBoot(h, infrav1.BootActionInstall, requested.Time); boot != nil && boot.ConfigDelivered {
+			before := h.DeepCopy()
+			h.Status.State = infrav1.MetalHostStateProvisioned
+			if err := r.Client.Status().Patch(ctx, h, client.MergeFrom(before)); err != nil {
+				return ctrl.Result{}, false, fmt.Errorf("failed to mark MetalHost %s Provisioned: %w", h.Name, err)
+			}
+			log.Info("The host fetched its config", "address", boot.Address)
+			return ctrl.Result{}, true, nil
+		}
+	}
+	bmc, err := bmcOf(ctx, r.Client, r.BMC, h)
+	if err != nil {
+		infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.BMCUnreachableReason, "%s", bmcProblem(h, err))
+		return ctrl.Result{RequeueAfter: bmcRetry}, false, nil
+	}
+	switch {
+	case requested == nil:
+		now := time.Now()
+		if err := bootFromNetwork(ctx, bmc, h); err != nil {
+			infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.BMCUnreachableReason, "%s", bmcProblem(h, err))
+			return ctrl.Result{RequeueAfter: bmcRetry}, false, nil
+		}
+		m.Status.LastBootRequest = &metav1.Time{Time: now}
+		log.Info("Network-booting the host")
+		if !faultShown(m) {
+			infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.BootingReason, "Network-booting MetalHost %s through its BMC", h.Name)
+		}
+		return ctrl.Result{RequeueAfter: infra.Converging}, false, nil
+	case time.Since(requested.Time) > r.BootTimeout:
+		if lastBoot(h, infrav1.BootActionInstall, requested.Time) == nil {
+			infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.HostNotBootingReason,
+				"MetalHost %s did not network-boot within %s of its power cycle (no DHCP and iPXE script request reached the boot service): check its boot order, its network and the boot service; power-cycling it again",
+				h.Name, r.BootTimeout)
+		} else {
+			infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.HostNotBootingReason,
+				"MetalHost %s fetched its iPXE script but not its config within %s of its power cycle: check the kernel and initramfs downloads and the MetalHost's BootRequestRefused events; power-cycling it again",
+				h.Name, r.BootTimeout)
+		}
+		m.Status.LastBootRequest = nil
+		return ctrl.Result{RequeueAfter: infra.Converging}, false, nil
+	}
+	state, err := bmc.PowerState(ctx)
+	if err != nil {
+		infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.BMCUnreachableReason, "%s", bmcProblem(h, err))
+		return ctrl.Result{RequeueAfter: bmcRetry}, false, nil
+	}
+	if state == power.StateOff && time.Since(requested.Time) > powerGrace {
+		infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.PowerStateMismatchReason,
+			"MetalHost %s: BMC %s reports power %s although Talon powered the host on at %s; powering it on again",
+			h.Name, h.Spec.BMC.Address, state, requested.Format(time.RFC3339))
+		m.Status.LastBootRequest = nil
+		return ctrl.Result{RequeueAfter: bmcRetry}, false, nil
+	}
+	if !faultShown(m) {
+		infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.BootingReason, "Network-booting MetalHost %s through its BMC", h.Name)
+	}
+	return ctrl.Result{RequeueAfter: infra.Converging}, false, nil
+}
+
+// faultShown reports whether HostProvisioned shows a boot or power fault: it stays until the
+// host fetched its config, so that a person sees why the host was power-cycled again.
+func faultShown(m *infrav1.TalosMetalMachine) bool {
+	c := conditions.Get(m, infrav1.HostProvisionedCondition)
+	return c != nil && (c.Reason == infrav1.HostNotBootingReason || c.Reason == infrav1.PowerStateMismatchReason)
+}
+
+// reconcileDelete releases the host: it resets the node through the Talos API and waits for
+// it to power off; a node that does not answer, or does not finish, is powered off and its
+// host marked for a wipe.
+func (r *MachineReconciler) reconcileDelete(ctx context.Context, cluster *clusterv1.Cluster, m *infrav1.TalosMetalMachine) (ctrl.Result, error) {
+	h, err := r.host(ctx, m)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if h == nil {
+		controllerutil.RemoveFinalizer(m, machineFinalizer)
+		return ctrl.Result{}, nil
+	}
+	infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.DeletingReason, "Releasing MetalHost %s", h.Name)
+	log := ctrl.LoggerFrom(ctx).WithValues("MetalHost", klog.KObj(h))
+	before := h.DeepCopy()
+	deleting := time.Since(m.DeletionTimestamp.Time)
+	bmc, bmcErr := bmcOf(ctx, r.Client, r.BMC, h)
+	state := power.StateUnknown
+	if bmcErr == nil {
+		state, bmcErr = bmc.PowerState(ctx)
+	}
+	if bmcErr != nil {
+		if deleting < r.ResetTimeout {
+			infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.BMCUnreachableReason, "Cannot release MetalHost %s: %s", h.Name, bmcProblem(h, bmcErr))
+			return ctrl.Result{RequeueAfter: bmcRetry}, nil
+		}
+		// Do not hold the Machine (and its cluster's remediation) hostage to a dead BMC: the
+		// host is released for a wipe, which waits for its BMC.
+		log.Info("The BMC still fails; releasing the host for a wipe without powering it off", "reason", bmcProblem(h, bmcErr))
+		h.Status.ConsumerRef = nil
+		h.Status.NeedsWipe = true
+		h.Status.WipeRequested = nil
+		h.Status.State = infrav1.MetalHostStateDeprovisioning
+		if err := r.Client.Status().Patch(ctx, h, client.MergeFrom(before)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to release MetalHost %s: %w", h.Name, err)
+		}
+		controllerutil.RemoveFinalizer(m, machineFinalizer)
+		return ctrl.Result{}, nil
+	}
+	release := func(needsWipe bool) (ctrl.Result, error) {
+		h.Status.ConsumerRef = nil
+		h.Status.NeedsWipe = needsWipe
+		h.Status.WipeRequested = nil
+		h.Status.State = infrav1.MetalHostStateAvailable
+		if needsWipe {
+			h.Status.State = infrav1.MetalHostStateDeprovisioning
+		}
+		if err := r.Client.Status().Patch(ctx, h, client.MergeFrom(before)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to release MetalHost %s: %w", h.Name, err)
+		}
+		log.Info("Released MetalHost", "needsWipe", needsWipe)
+		controllerutil.RemoveFinalizer(m, machineFinalizer)
+		return ctrl.Result{}, nil
+	}
+
+	if h.Status.State == infrav1.MetalHostStateDeprovisioning {
+		// Reset asked: Talos powers the host off when it has wiped it.
+		if state == power.StateOff {
+			return release(false)
+		}
+		if deleting < r.ResetTimeout {
+			return ctrl.Result{RequeueAfter: infra.Converging}, nil
+		}
+		log.Info("The node did not finish its reset; powering it off for a wipe")
+		if err := bmc.PowerOff(ctx); err != nil {
+			return releaseFailed(m, h, err), nil
+		}
+		return release(true)
+	}
+	if state != power.StateOn || h.Status.State != infrav1.MetalHostStateProvisioned {
+		// Never finished booting, or off: nothing to reset through Talos.
+		if err := bmc.PowerOff(ctx); err != nil {
+			return releaseFailed(m, h, err), nil
+		}
+		return release(h.Status.State == infrav1.MetalHostStateProvisioned || lastBoot(h, infrav1.BootActionInstall, time.Time{}) != nil)
+	}
+	if err := r.reset(ctx, cluster, h); err != nil {
+		log.Info("Cannot reset the node through the Talos API; powering it off for a wipe", "reason", err.Error())
+		if err := bmc.PowerOff(ctx); err != nil {
+			return releaseFailed(m, h, err), nil
+		}
+		return release(true)
+	}
+	h.Status.State = infrav1.MetalHostStateDeprovisioning
+	if err := r.Client.Status().Patch(ctx, h, client.MergeFrom(before)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to mark MetalHost %s Deprovisioning: %w", h.Name, err)
+	}
+	infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.DeletingReason, "Talos is resetting MetalHost %s", h.Name)
+	return ctrl.Result{RequeueAfter: infra.Converging}, nil
+}
+
+// releaseFailed records that h cannot be powered off to be released, and says when to retry.
+func releaseFailed(m *infrav1.TalosMetalMachine, h *infrav1.MetalHost, err error) ctrl.Result {
+	infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.BMCUnreachableReason, "Cannot power off MetalHost %s to release it: %s", h.Name, bmcProblem(h, err))
+	return ctrl.Result{RequeueAfter: bmcRetry}
+}
+
+// reset asks the node on h to wipe itself (a control-plane node leaves etcd first) and power off.
+func (r *MachineReconciler) reset(ctx context.Context, cluster *clusterv1.Cluster, h *infrav1.MetalHost) error {
+	boot := lastBoot(h, infrav1.BootActionInstall, time.Time{})
+	if boot == nil {
+		return errors.New("no address")
+	}
+	bundle, err := clustersecrets.Get(ctx, r.Client, cluster)
+	if err != nil {
+		return err
+	}
+	c, err := r.TalosClients.New(ctx, bundle, boot.Address)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close() }()
+	return c.Reset(ctx)
+}
+
+// deleteOrphan releases the host of a TalosMetalMachine whose Machine is gone: powered off,
+// to be wiped.
+func (r *MachineReconciler) deleteOrphan(ctx context.Context, m *infrav1.TalosMetalMachine) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(m, machineFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	if h, err := r.host(ctx, m); err != nil {
+		return ctrl.Result{}, err
+	} else if h != nil {
+		if bmc, err := bmcOf(ctx, r.Client, r.BMC, h); err == nil {
+			_ = bmc.PowerOff(ctx)
+		}
+		before := h.DeepCopy()
+		installed := lastBoot(h, infrav1.BootActionInstall, time.Time{}) != nil
+		h.Status.ConsumerRef = nil
+		h.Status.NeedsWipe = installed
+		h.Status.State = infrav1.MetalHostStateAvailable
+		if installed {
+			h.Status.State = infrav1.MetalHostStateDeprovisioning
+		}
+		if err := r.Client.Status().Patch(ctx, h, client.MergeFrom(before)); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	patch := client.MergeFrom(m.DeepCopy())
+	controllerutil.RemoveFinalizer(m, machineFinalizer)
+	return ctrl.Result{}, r.Client.Patch(ctx, m, patch)
+}
