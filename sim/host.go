@@ -155,6 +155,10 @@ func (h *Host) boot(ctx context.Context, network bool) error {
 		h.mu.Lock()
 		h.boots = append(h.boots, *boot)
 		h.mu.Unlock()
+		if ctx.Err() != nil {
+			// Powered off while it booted: it fetched what it fetched, and runs nothing.
+			return ctx.Err()
+		}
 		if boot.Exit() && !h.installed() {
 			return errors.New("iPXE exited to boot the disk, which holds no operating system")
 		}

@@ -80,6 +80,10 @@ func NewBMC(address string, creds power.Credentials, insecureSkipVerify bool) (p
 // it becomes Available again.
 type HostReconciler struct {
 	Client client.Client
+	// APIReader reads MetalHosts from the API server before a power action, where the cache
+	// may lag behind a Machine's claim or this reconciler's own last boot request; Client
+	// when nil.
+	APIReader client.Reader
 	// BMC makes BMC clients; NewBMC when nil.
 	BMC BMCFactory
 	// Events records lifecycle events on the MetalHosts.
@@ -95,6 +99,9 @@ func (r *HostReconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, o
 	}
 	if r.BMC == nil {
 		r.BMC = NewBMC
+	}
+	if r.APIReader == nil {
+		r.APIReader = r.Client
 	}
 	if r.BootTimeout == 0 {
 		r.BootTimeout = DefaultBootTimeout
@@ -203,8 +210,15 @@ func (r *HostReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 		r.setState(h, infrav1.MetalHostStateAvailable, "The BMC answers; the host is Available")
 		return ctrl.Result{}, nil
 	case infrav1.MetalHostStateAvailable:
-		// An idle host stays off.
+		// An idle host stays off; one a Machine claimed a moment ago is booting.
 		if state == power.StateOn {
+			current := &infrav1.MetalHost{}
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(h), current); err != nil {
+				return ctrl.Result{}, err
+			}
+			if current.Status.State != infrav1.MetalHostStateAvailable || current.Status.ConsumerRef != nil {
+				return ctrl.Result{}, nil
+			}
 			if err := bmc.PowerOff(ctx); err != nil {
 				return r.bmcFailed(h, err), nil
 			}
@@ -292,6 +306,15 @@ func (r *HostReconciler) wipe(ctx context.Context, h *infrav1.MetalHost, bmc pow
 	}
 	requested := h.Status.WipeRequested
 	if requested == nil || time.Since(requested.Time) > r.BootTimeout {
+		// The cache may not hold this reconciler's last request yet: never cycle twice for one.
+		current := &infrav1.MetalHost{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(h), current); err != nil {
+			return ctrl.Result{}, err
+		}
+		if later := current.Status.WipeRequested; later != nil && (requested == nil || requested.Before(later)) {
+			h.Status.WipeRequested = later
+			return ctrl.Result{RequeueAfter: infra.Converging}, nil
+		}
 		if requested != nil {
 			what := "did not network-boot"
 			if lastBoot(h, infrav1.BootActionWipe, requested.Time) != nil {

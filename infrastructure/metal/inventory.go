@@ -99,7 +99,12 @@ func (i *Inventory) Lookup(ctx context.Context, mac net.HardwareAddr) (*bootserv
 	if len(hosts.Items) > 1 {
 		return nil, fmt.Errorf("MAC address %s belongs to %d MetalHosts", mac, len(hosts.Items))
 	}
-	h := &hosts.Items[0]
+	// The index comes from the cache; what the host should do comes from the API server, as a
+	// reconciler may have changed it a moment before it power-cycled the host.
+	h := &infrav1.MetalHost{}
+	if err := i.reader().Get(ctx, client.ObjectKeyFromObject(&hosts.Items[0]), h); err != nil {
+		return nil, err
+	}
 	host := &bootservice.Host{
 		Name:     client.ObjectKeyFromObject(h),
 		Arch:     bootservice.Arch(h.Spec.Architecture),
@@ -117,7 +122,8 @@ func (i *Inventory) Lookup(ctx context.Context, mac net.HardwareAddr) (*bootserv
 		}
 		host.Action = bootservice.BootActionInstall
 		host.KernelArgs = m.Spec.ExtraKernelArgs
-	case h.Status.State == infrav1.MetalHostStateDeprovisioning && h.Status.NeedsWipe && h.Status.WipeRequested != nil:
+	case h.Status.State == infrav1.MetalHostStateDeprovisioning && h.Status.NeedsWipe && h.Status.ConsumerRef == nil:
+		// Released for a wipe: whatever made it boot, it is wiped (never its old disk).
 		host.Action = bootservice.BootActionWipe
 	}
 	return host, nil
@@ -128,7 +134,7 @@ func (i *Inventory) Lookup(ctx context.Context, mac net.HardwareAddr) (*bootserv
 // and the install disk of the TalosMetalMachine or the host, when one is set, patched in.
 func (i *Inventory) BootstrapData(ctx context.Context, host types.NamespacedName) ([]byte, error) {
 	h := &infrav1.MetalHost{}
-	if err := i.Client.Get(ctx, host, h); err != nil {
+	if err := i.reader().Get(ctx, host, h); err != nil {
 		return nil, err
 	}
 	if h.Status.ConsumerRef == nil {

@@ -417,6 +417,18 @@ func (r *MachineReconciler) provision(ctx context.Context, m *infrav1.TalosMetal
 		infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.BMCUnreachableReason, "%s", bmcProblem(h, err))
 		return ctrl.Result{RequeueAfter: bmcRetry}, false, nil
 	}
+	if requested == nil {
+		// The cache may not hold this Machine's last reconcile yet, which booted the host: never
+		// power-cycle a host twice for one boot. A request made for another host does not count.
+		current := &infrav1.TalosMetalMachine{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(m), current); err != nil {
+			return ctrl.Result{}, false, err
+		}
+		if current.Status.LastBootRequest != nil && current.Status.Host == h.Name {
+			m.Status.LastBootRequest = current.Status.LastBootRequest
+			return ctrl.Result{RequeueAfter: infra.Converging}, false, nil
+		}
+	}
 	switch {
 	case requested == nil:
 		now := time.Now()

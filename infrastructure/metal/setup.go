@@ -60,7 +60,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, options controller.Options, ca
 	events := mgr.GetEventRecorder("talon-infrastructure-manager")
 	assets := &AssetCache{Dir: s.AssetDir}
 	err := errors.Join(
-		(&HostReconciler{Client: mgr.GetClient(), BMC: s.BMC, Events: events, BootTimeout: s.BootTimeout}).SetupWithManager(ctx, mgr, options),
+		(&HostReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), BMC: s.BMC, Events: events, BootTimeout: s.BootTimeout}).SetupWithManager(ctx, mgr, options),
 		(&ClusterReconciler{Client: mgr.GetClient(), WatchFilterValue: watchFilter}).SetupWithManager(ctx, mgr, options),
 		(&MachineReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cache, Assets: assets, BMC: s.BMC, TalosClients: s.TalosClients,
