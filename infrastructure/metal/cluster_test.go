@@ -530,7 +530,7 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 	}
 	g.Expect(victim.Name).NotTo(BeEmpty())
 	stuck := strings.TrimPrefix(victim.Spec.ProviderID, metal.ProviderIDPrefix+namespace+"/")
-	g.Eventually(l.hosts[stuck].host.Node).ShouldNot(BeNil())
+	g.Eventually(l.hosts[stuck].host.Node).WithTimeout(time.Minute).ShouldNot(BeNil())
 	l.hosts[stuck].host.Node().Partition()
 	wipesBefore := len(l.hosts[stuck].host.NetBoots())
 	g.Expect(c.Delete(ctx, &victim)).To(Succeed())

@@ -311,6 +311,9 @@ func (r *HostReconciler) wipe(ctx context.Context, h *infrav1.MetalHost, bmc pow
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(h), current); err != nil {
 			return ctrl.Result{}, err
 		}
+		if current.Status.State != infrav1.MetalHostStateDeprovisioning || !current.Status.NeedsWipe || current.Status.ConsumerRef != nil {
+			return ctrl.Result{RequeueAfter: infra.Converging}, nil
+		}
 		if later := current.Status.WipeRequested; later != nil && (requested == nil || requested.Before(later)) {
 			h.Status.WipeRequested = later
 			return ctrl.Result{RequeueAfter: infra.Converging}, nil

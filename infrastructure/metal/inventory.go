@@ -100,10 +100,16 @@ func (i *Inventory) Lookup(ctx context.Context, mac net.HardwareAddr) (*bootserv
 		return nil, fmt.Errorf("MAC address %s belongs to %d MetalHosts", mac, len(hosts.Items))
 	}
 	// The index comes from the cache; what the host should do comes from the API server, as a
-	// reconciler may have changed it a moment before it power-cycled the host.
+	// reconciler may have changed it a moment before it power-cycled the host. Without an API
+	// server the cached copy serves (DHCP renewals of running nodes go on).
 	h := &infrav1.MetalHost{}
 	if err := i.reader().Get(ctx, client.ObjectKeyFromObject(&hosts.Items[0]), h); err != nil {
-		return nil, err
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		ctrl.LoggerFrom(ctx).WithName("bootservice").Info("Cannot read the MetalHost from the API server; using the cached copy",
+			"host", client.ObjectKeyFromObject(&hosts.Items[0]).String(), "reason", err.Error())
+		h = &hosts.Items[0]
 	}
 	host := &bootservice.Host{
 		Name:     client.ObjectKeyFromObject(h),

@@ -26,6 +26,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
@@ -56,7 +57,8 @@ func (l laggingCache) List(ctx context.Context, list client.ObjectList, opts ...
 // changed it and power-cycled the host: a host released for a wipe is wiped on its next network
 // boot (never booted from its old disk, which holds the previous node's config), whatever
 // made it boot; a host whose Machine is still resetting it through Talos, or that is idle,
-// boots its disk; a host being provisioned installs with its Machine's kernel args.
+// boots its disk; a host being provisioned installs with its Machine's kernel args. Without an
+// API server the cache answers; a host gone from the API server is unknown.
 func TestBootActionFollowsTheAPIServer(t *testing.T) {
 	env := envtest.Get(t)
 	g := NewWithT(t)
@@ -126,4 +128,19 @@ func TestBootActionFollowsTheAPIServer(t *testing.T) {
 			}
 		})
 	}
+
+	// Without an API server the cached copy answers (running nodes renew their DHCP leases).
+	unreachable, err := client.New(&rest.Config{Host: "https://127.0.0.1:1", Timeout: time.Second}, client.Options{Scheme: env.Scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	got, err := (&metal.Inventory{Client: stale, APIReader: unreachable}).Lookup(ctx, mac)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got).NotTo(BeNil())
+	g.Expect(got.Name.Name).To(Equal(host.Name))
+	g.Expect(got.Action).To(Equal(bootservice.BootActionDisk))
+
+	// A host deleted a moment ago (still in the cache) is unknown.
+	g.Expect(c.Delete(ctx, host)).To(Succeed())
+	got, err = inventory.Lookup(ctx, mac)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got).To(BeNil())
 }

@@ -267,8 +267,9 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, cluster *cluste
 			"No MetalHost lists TalosMetalMachine %s as its consumer although its node is %s: restore the MetalHost's status or delete the Machine", m.Name, m.Spec.ProviderID)
 		return ctrl.Result{RequeueAfter: infra.RetryConflict}, nil
 	}
+	claimed := false
 	if h == nil {
-		if h, err = r.claim(ctx, m); err != nil {
+		if h, claimed, err = r.claim(ctx, m); err != nil {
 			return ctrl.Result{}, err
 		}
 		if h == nil {
@@ -281,7 +282,7 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, cluster *cluste
 	ctx = ctrl.LoggerInto(ctx, log)
 
 	if h.Status.State == infrav1.MetalHostStateProvisioning {
-		if result, done, err := r.provision(ctx, m, h); err != nil || !done {
+		if result, done, err := r.provision(ctx, m, h, claimed); err != nil || !done {
 			return result, err
 		}
 	}
@@ -328,16 +329,17 @@ func (r *MachineReconciler) host(ctx context.Context, m *infrav1.TalosMetalMachi
 
 // claim takes an Available MetalHost matching m's selector for m. The claim is an update of
 // the host's status with its resourceVersion: of two Machines claiming one host, one wins and
-// the other gets a conflict and tries the next host.
-func (r *MachineReconciler) claim(ctx context.Context, m *infrav1.TalosMetalMachine) (*infrav1.MetalHost, error) {
+// the other gets a conflict and tries the next host. fresh says m claimed the host now (not in
+// an earlier reconcile the cache had not caught up with).
+func (r *MachineReconciler) claim(ctx context.Context, m *infrav1.TalosMetalMachine) (_ *infrav1.MetalHost, fresh bool, _ error) {
 	selector, err := metav1.LabelSelectorAsSelector(&m.Spec.HostSelector)
 	if err != nil {
 		infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.WaitingForHostReason, "spec.hostSelector is invalid: %v", err)
-		return nil, nil
+		return nil, false, nil
 	}
 	hosts := &infrav1.MetalHostList{}
 	if err := r.Client.List(ctx, hosts, client.InNamespace(m.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	slices.SortFunc(hosts.Items, func(a, b infrav1.MetalHost) int { return strings.Compare(a.Name, b.Name) })
 	states := map[infrav1.MetalHostState]int{}
@@ -357,7 +359,7 @@ func (r *MachineReconciler) claim(ctx context.Context, m *infrav1.TalosMetalMach
 			current := &infrav1.MetalHost{}
 			if getErr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(h), current); getErr == nil &&
 				current.Status.ConsumerRef != nil && current.Status.ConsumerRef.UID == m.UID {
-				return current, nil
+				return current, false, nil
 			}
 			continue
 		}
@@ -365,11 +367,11 @@ func (r *MachineReconciler) claim(ctx context.Context, m *infrav1.TalosMetalMach
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("failed to claim MetalHost %s: %w", h.Name, err)
+			return nil, false, fmt.Errorf("failed to claim MetalHost %s: %w", h.Name, err)
 		}
 		ctrl.LoggerFrom(ctx).Info("Claimed MetalHost", "MetalHost", h.Name)
 		m.Status.LastBootRequest = nil
-		return h, nil
+		return h, true, nil
 	}
 	var summary []string
 	for state, n := range states {
@@ -382,11 +384,11 @@ func (r *MachineReconciler) claim(ctx context.Context, m *infrav1.TalosMetalMach
 	}
 	infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.WaitingForHostReason,
 		"No Available MetalHost in namespace %s matches hostSelector %q (matching hosts: %s): add or free a host", m.Namespace, selector.String(), matching)
-	return nil, nil
+	return nil, false, nil
 }
 
 // provision boots the claimed host until it fetched its config; done says it did.
-func (r *MachineReconciler) provision(ctx context.Context, m *infrav1.TalosMetalMachine, h *infrav1.MetalHost) (_ ctrl.Result, done bool, _ error) {
+func (r *MachineReconciler) provision(ctx context.Context, m *infrav1.TalosMetalMachine, h *infrav1.MetalHost, claimed bool) (_ ctrl.Result, done bool, _ error) {
 	log := ctrl.LoggerFrom(ctx)
 	assets, err := r.Assets.Ensure(ctx, m.Spec.BootAssets, h.Spec.Architecture)
 	if err != nil {
@@ -417,9 +419,9 @@ func (r *MachineReconciler) provision(ctx context.Context, m *infrav1.TalosMetal
 		infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.BMCUnreachableReason, "%s", bmcProblem(h, err))
 		return ctrl.Result{RequeueAfter: bmcRetry}, false, nil
 	}
-	if requested == nil {
+	if requested == nil && !claimed {
 		// The cache may not hold this Machine's last reconcile yet, which booted the host: never
-		// power-cycle a host twice for one boot. A request made for another host does not count.
+		// power-cycle a host twice for one boot. A request from before this claim does not count.
 		current := &infrav1.TalosMetalMachine{}
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(m), current); err != nil {
 			return ctrl.Result{}, false, err
