@@ -109,6 +109,8 @@ func Down(ctx context.Context, opts DownOptions) error {
 		// clusterctl refuses to remove CRDs while objects of them exist.
 		// One provider per call, Cluster API's core last: clusterctl lists the kinds it knew
 		// when it started, so a call that removes two providers' CRDs fails on the second.
+		// The API server's discovery may still list the kinds of a provider removed a moment
+		// before (their lists answer 404): the next call is tried again.
 		deadline := time.Now().Add(opts.Timeout)
 		for _, providers := range [][]string{
 			{"--infrastructure", "talon"}, {"--control-plane", "talon"}, {"--bootstrap", "talon"}, {"--core", "cluster-api"},
@@ -118,7 +120,9 @@ func Down(ctx context.Context, opts DownOptions) error {
 				if err == nil {
 					break
 				}
-				if !strings.Contains(err.Error(), "found existing objects") || time.Now().After(deadline) {
+				retry := strings.Contains(err.Error(), "found existing objects") ||
+					strings.Contains(err.Error(), "the server could not find the requested resource")
+				if !retry || time.Now().After(deadline) {
 					return err
 				}
 				select {

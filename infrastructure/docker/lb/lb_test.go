@@ -117,6 +117,11 @@ func TestClosesConnectionsOfFailedBackends(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close() })
 		conns = append(conns, c.(*net.TCPConn))
 	}
+	// The balancer dials a backend after it accepted a connection: wait until it did, or the
+	// failing backend may be marked down first and both connections go to the healthy one.
+	g.Eventually(func() []int {
+		return []int{forwarded(balancer, "127.0.60.42", port), forwarded(balancer, "127.0.60.43", port)}
+	}).WithTimeout(5*time.Second).Should(Equal([]int{1, 1}), "one connection forwarded to each backend")
 	g.Expect(failing.Close()).To(Succeed())
 	g.Eventually(log.String).Should(ContainSubstring(`"msg"="Backend is unhealthy" "backend"="127.0.60.43:` + strconv.Itoa(port) + `"`))
 
@@ -225,6 +230,13 @@ func freePort(t *testing.T, address string) int {
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// forwarded counts the connections b forwards to address at port.
+func forwarded(b *Balancer, address string, port int) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.open[netip.AddrPortFrom(netip.MustParseAddr(address), uint16(port))])
 }
 
 // startTCPBackend serves at address:port until the test ends or the returned listener is
