@@ -18,6 +18,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"os"
 	"time"
 
@@ -33,16 +34,21 @@ func (n *Node) validate(data []byte) error {
 	return err
 }
 
-// bootstrapEtcd starts a new etcd cluster with this node as its only member.
+// bootstrapEtcd starts a new etcd cluster with this node as its only member. It answers
+// with Talos' codes (machined's Bootstrap): FailedPrecondition while bootstrapping is not
+// possible yet, Unimplemented on a worker, AlreadyExists once etcd has data.
 func (n *Node) bootstrapEtcd(ctx context.Context) error {
+	if !n.configured() {
+		return status.Error(codes.FailedPrecondition, "bootstrap is not available yet")
+	}
 	if !n.isControlPlane() {
-		return status.Error(codes.FailedPrecondition, "bootstrap is only possible on control-plane nodes")
+		return status.Error(codes.Unimplemented, "bootstrap is only available on control plane nodes")
 	}
 	n.mu.Lock()
 	dataDir := n.stateDir("etcd")
 	if n.etcd != nil || n.bootstrapping || dirHasData(dataDir) {
 		n.mu.Unlock()
-		return status.Error(codes.FailedPrecondition, "etcd data directory is not empty: the cluster is already bootstrapped")
+		return status.Error(codes.AlreadyExists, "etcd data directory is not empty")
 	}
 	// Start etcd without holding the lock, so the node keeps answering meanwhile.
 	n.bootstrapping = true
@@ -134,4 +140,33 @@ func (n *Node) watchRemoval(m *etcdMember) {
 			return
 		}
 	}()
+}
+
+// SplitEtcd turns the node's etcd member into a cluster of its own: its data is dropped
+// and a new single-member cluster starts in its place, with the same name and peer URL —
+// what a node whose etcd data was lost becomes when someone bootstraps it again. A fault
+// for tests of split-brain detection: the other members still list the node's old member,
+// which no longer answers them, and the node lists only its new one.
+func (n *Node) SplitEtcd(ctx context.Context) error {
+	n.mu.Lock()
+	old, name := n.etcd, n.hostnameLocked()
+	n.etcd = nil
+	n.mu.Unlock()
+	if old == nil {
+		return errors.New("the node runs no etcd member")
+	}
+	old.stop()
+	if err := os.RemoveAll(old.dir); err != nil {
+		return err
+	}
+	member, err := startEtcd(ctx, old.dir, etcdTLSInfo(n.stateDir("etcd-pki")), name, n.ip, name+"="+etcdPeer(n.ip), "new", n.opts.SharedNetworkNamespace)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.etcd = member
+	n.mu.Unlock()
+	n.watchRemoval(member)
+	n.opts.Log.Info("Fault: etcd split off into a cluster of its own", "member", name)
+	return nil
 }

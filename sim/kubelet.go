@@ -152,7 +152,7 @@ func (n *Node) reportShutdown(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	node, err := c.CoreV1().Nodes().Get(ctx, n.hostname(), metav1.GetOptions{})
+	node, err := c.CoreV1().Nodes().Get(ctx, n.nodename(), metav1.GetOptions{})
 	if err == nil {
 		err = n.postStatus(ctx, cfg, c, node, corev1.ConditionFalse, "KubeletNotReady", "node is shutting down")
 	}
@@ -162,7 +162,7 @@ func (n *Node) reportShutdown(ctx context.Context) {
 }
 
 func (n *Node) desiredNode(cfg talosconfig.Provider) *corev1.Node {
-	name := n.hostname()
+	name := n.nodename()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 		corev1.LabelHostname: name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64",
 	}}}

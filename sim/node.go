@@ -80,8 +80,13 @@ type Options struct {
 	// two seconds when zero.
 	UpgradeDelay time.Duration
 	// Hostname is the hostname the platform gives the node (a container's hostname), used
-	// when the config sets none; talos-<address> when empty.
+	// when the config sets none; talos-<address, dashed> when empty.
 	Hostname string
+	// Domainname is the domain the platform gives the node (as a site's DHCP server does),
+	// used when the configured hostname has none. With machine.kubelet.registerWithFQDN the
+	// Node is named hostname.domainname while the etcd member keeps the short hostname, as
+	// on Talos.
+	Domainname string
 	// SharedNetworkNamespace says the node shares its network namespace with other nodes
 	// whose addresses are local there (simulated bare-metal hosts on one bridge), so a
 	// connection to another node comes from that node's address, not this one's.
@@ -333,15 +338,42 @@ func (n *Node) hostname() string {
 }
 
 func (n *Node) hostnameLocked() string {
+	host, _ := n.fqdnLocked()
+	return host
+}
+
+// fqdnLocked is the node's short hostname and its domain: a configured hostname with dots
+// is split at the first one (Talos' hostname spec does the same), else the domain is the
+// platform's.
+func (n *Node) fqdnLocked() (host, domain string) {
 	if n.cfg != nil {
 		if h := n.cfg.NetworkHostnameConfig(); h != nil && h.Hostname() != "" {
-			return h.Hostname()
+			host, domain, _ = strings.Cut(h.Hostname(), ".")
 		}
 	}
-	if n.opts.Hostname != "" {
-		return n.opts.Hostname
+	switch {
+	case host != "":
+	case n.opts.Hostname != "":
+		host, domain, _ = strings.Cut(n.opts.Hostname, ".")
+	default:
+		host = "talos-" + strings.ReplaceAll(n.ip.String(), ".", "-")
 	}
-	return "talos-" + n.ip.String()
+	if domain == "" {
+		domain = n.opts.Domainname
+	}
+	return host, domain
+}
+
+// nodename is the name of the node's Kubernetes Node: its hostname, or its FQDN when the
+// kubelet registers with it (machine.kubelet.registerWithFQDN), lower case.
+func (n *Node) nodename() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	host, domain := n.fqdnLocked()
+	if n.cfg != nil && n.cfg.Machine().Kubelet().RegisterWithFQDN() && domain != "" {
+		host += "." + domain
+	}
+	return strings.ToLower(host)
 }
 
 func (n *Node) stateDir(parts ...string) string {

@@ -111,7 +111,7 @@ func TestBootstrapEtcdAndAuthorization(t *testing.T) {
 	g.Expect(code(err)).To(Equal(codes.Unavailable))
 
 	g.Expect(admin.Bootstrap(ctx, &machine.BootstrapRequest{})).To(Succeed())
-	g.Expect(code(admin.Bootstrap(ctx, &machine.BootstrapRequest{}))).To(Equal(codes.FailedPrecondition))
+	g.Expect(code(admin.Bootstrap(ctx, &machine.BootstrapRequest{}))).To(Equal(codes.AlreadyExists))
 
 	members, err := admin.EtcdMemberList(ctx, &machine.EtcdMemberListRequest{})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -152,5 +152,5 @@ func TestRestartKeepsConfigAndEtcd(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(members.Messages[0].Members).To(ConsistOf(HaveField("Hostname", "cp-3")))
 	}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
-	g.Expect(code(again.Bootstrap(ctx, &machine.BootstrapRequest{}))).To(Equal(codes.FailedPrecondition))
+	g.Expect(code(again.Bootstrap(ctx, &machine.BootstrapRequest{}))).To(Equal(codes.AlreadyExists))
 }

@@ -92,7 +92,7 @@ func (n *Node) kubeletClient(ctx context.Context, cfg talosconfig.Provider) (*ku
 		return nil, err
 	}
 	request, err := stdx509.CreateCertificateRequest(rand.Reader, &stdx509.CertificateRequest{
-		Subject: pkix.Name{CommonName: "system:node:" + n.hostname(), Organization: []string{"system:nodes"}},
+		Subject: pkix.Name{CommonName: "system:node:" + n.nodename(), Organization: []string{"system:nodes"}},
 	}, key)
 	if err != nil {
 		return nil, err
