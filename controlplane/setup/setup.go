@@ -51,6 +51,7 @@ func Reconcilers(ctx context.Context, mgr ctrl.Manager, opts *manager.Options) e
 	}
 	return (&taloscontrolplane.Reconciler{
 		Client: mgr.GetClient(), TalosClients: talosclient.NewFactory(), ClusterCache: cache, WatchFilterValue: opts.WatchFilter,
+		Events: mgr.GetEventRecorder("talon-control-plane-manager"),
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.Concurrency})
 }
 

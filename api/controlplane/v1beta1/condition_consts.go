@@ -53,3 +53,54 @@ const (
 	// PausedCondition is true while reconciliation is paused.
 	PausedCondition = clusterv1.PausedCondition
 )
+
+// Conditions the control plane sets on each of its Machines, with the names Cluster API's
+// KubeadmControlPlane uses, so that MachineHealthChecks and dashboards written for it work.
+// UpToDate (clusterv1.MachineUpToDateCondition) is set too, as the contract asks.
+const (
+	// MachineAPIServerPodHealthyCondition is true when the mirror Pod of the node's
+	// kube-apiserver is Ready.
+	MachineAPIServerPodHealthyCondition = "APIServerPodHealthy"
+
+	// MachineControllerManagerPodHealthyCondition is true when the mirror Pod of the node's
+	// kube-controller-manager is Ready.
+	MachineControllerManagerPodHealthyCondition = "ControllerManagerPodHealthy"
+
+	// MachineSchedulerPodHealthyCondition is true when the mirror Pod of the node's
+	// kube-scheduler is Ready.
+	MachineSchedulerPodHealthyCondition = "SchedulerPodHealthy"
+
+	// MachineEtcdMemberHealthyCondition is true when the node's etcd member, identified by the
+	// member ID recorded on the Machine, is a voting member of the cluster's etcd that answers
+	// without errors and knows the leader.
+	MachineEtcdMemberHealthyCondition = "EtcdMemberHealthy"
+)
+
+// Reasons of the Machine conditions above and of OwnerRemediated.
+const (
+	// PodRunningReason: the mirror Pod is Ready.
+	PodRunningReason = "PodRunning"
+	// PodNotReadyReason: the mirror Pod exists and is not Ready.
+	PodNotReadyReason = "PodNotReady"
+	// PodDoesNotExistReason: the node has registered but has no mirror Pod of the component.
+	PodDoesNotExistReason = "PodDoesNotExist"
+	// PodInspectionFailedReason: the workload cluster could not be read, or the node has not
+	// registered yet.
+	PodInspectionFailedReason = "PodInspectionFailed"
+
+	// EtcdMemberHealthyReason: the member is a healthy voter.
+	EtcdMemberHealthyReason = "EtcdMemberHealthy"
+	// EtcdMemberUnhealthyReason: the member is missing, a learner, unreachable or reports errors.
+	EtcdMemberUnhealthyReason = "EtcdMemberUnhealthy"
+	// EtcdMemberInspectionFailedReason: etcd could not be read.
+	EtcdMemberInspectionFailedReason = "EtcdMemberInspectionFailed"
+
+	// RemediationDeferredReason: the Machine will be remediated once the message's
+	// precondition holds (another change in progress, a retry period).
+	RemediationDeferredReason = "RemediationDeferred"
+	// CannotBeRemediatedReason: remediating the Machine now would break etcd quorum, leave no
+	// control plane, or exceed remediation.maxRetry; the message says which.
+	CannotBeRemediatedReason = "CannotBeRemediated"
+	// RemediationMachineDeletingReason: the Machine is being deleted to be replaced.
+	RemediationMachineDeletingReason = "MachineDeleting"
+)

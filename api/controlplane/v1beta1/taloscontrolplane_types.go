@@ -49,7 +49,41 @@ type TalosControlPlaneSpec struct {
 	// rollout says when and how control-plane Machines are replaced.
 	// +optional
 	Rollout TalosControlPlaneRolloutSpec `json:"rollout,omitempty,omitzero"`
+
+	// remediation says how control-plane Machines that a MachineHealthCheck marks unhealthy
+	// are replaced.
+	// +optional
+	Remediation TalosControlPlaneRemediationSpec `json:"remediation,omitempty,omitzero"`
 }
+
+// TalosControlPlaneRemediationSpec says how unhealthy control-plane Machines are replaced:
+// one at a time, never when removing the Machine's etcd member would break quorum, with the
+// same retry semantics as Cluster API's KubeadmControlPlane.
+// +kubebuilder:validation:MinProperties=1
+type TalosControlPlaneRemediationSpec struct {
+	// maxRetry is how many times in a row the replacement of a remediated Machine may itself
+	// be remediated (a replacement that turns unhealthy within minHealthyPeriodSeconds counts
+	// as a retry). When it is reached, remediation stops and the Machine's OwnerRemediated
+	// condition says so. Unset means no limit.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxRetry *int32 `json:"maxRetry,omitempty"`
+
+	// retryPeriodSeconds is how long to wait after a remediation before remediating its
+	// replacement again. 0 (the default) retries at once.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	RetryPeriodSeconds *int32 `json:"retryPeriodSeconds,omitempty"`
+
+	// minHealthyPeriodSeconds is how long a replacement must stay healthy for its own later
+	// remediation to start a new series instead of counting as a retry; 3600 by default.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MinHealthyPeriodSeconds *int32 `json:"minHealthyPeriodSeconds,omitempty"`
+}
+
+// DefaultMinHealthyPeriodSeconds is remediation.minHealthyPeriodSeconds when unset.
+const DefaultMinHealthyPeriodSeconds = 3600
 
 // TalosControlPlaneMachineTemplate describes the control-plane Machines.
 type TalosControlPlaneMachineTemplate struct {
@@ -202,9 +236,31 @@ type TalosControlPlaneStatus struct {
 	// +kubebuilder:validation:MaxItems=10
 	Versions []clusterv1.StatusVersion `json:"versions,omitempty"`
 
+	// lastRemediation is the last remediation of a Machine this control plane started.
+	// +optional
+	LastRemediation TalosControlPlaneLastRemediationStatus `json:"lastRemediation,omitempty,omitzero"`
+
 	// observedGeneration is the latest metadata.generation the controller has acted on.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// TalosControlPlaneLastRemediationStatus describes the last remediation started.
+type TalosControlPlaneLastRemediationStatus struct {
+	// machine is the name of the Machine that was deleted to be replaced.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Machine string `json:"machine,omitempty"`
+
+	// time is when the remediation started.
+	// +required
+	Time metav1.Time `json:"time,omitempty,omitzero"`
+
+	// retryCount is how many remediations in a row this one follows (0 for the first).
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	RetryCount *int32 `json:"retryCount,omitempty"`
 }
 
 // TalosControlPlaneInitializationStatus carries the contract's initialization flags.

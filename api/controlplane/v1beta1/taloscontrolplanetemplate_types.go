@@ -58,6 +58,10 @@ type TalosControlPlaneTemplateResourceSpec struct {
 	// rollout says when and how control-plane Machines are replaced.
 	// +optional
 	Rollout TalosControlPlaneRolloutSpec `json:"rollout,omitempty,omitzero"`
+
+	// remediation says how unhealthy control-plane Machines are replaced.
+	// +optional
+	Remediation TalosControlPlaneRemediationSpec `json:"remediation,omitempty,omitzero"`
 }
 
 // TalosControlPlaneTemplateMachineTemplate describes the control-plane Machines in a template.

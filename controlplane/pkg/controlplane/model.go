@@ -40,8 +40,12 @@ type Member struct {
 type Machine struct {
 	// Name is the Machine's name.
 	Name string
-	// NodeName is the name of the Machine's Node (its hostname), empty until known.
-	NodeName string
+	// MemberID is the ID of the etcd member of the Machine's node: recorded on the Machine
+	// once the node reported it, or reported by the node now; 0 when not known.
+	MemberID uint64
+	// NoMember is true when the Machine provably has no etcd member: its node answers that it
+	// runs none and no member ID was ever recorded for it.
+	NoMember bool
 	// Created is when the Machine was created.
 	Created time.Time
 	// FailureDomain is the Machine's failure domain, empty without one.
@@ -74,16 +78,33 @@ func (cp ControlPlane) voters() []Member {
 	return slices.DeleteFunc(slices.Clone(cp.Members), func(m Member) bool { return m.Learner })
 }
 
-// MemberOf returns the etcd member of m's node, if there is one.
+// MemberOf returns the etcd member of m's node, found by the member ID recorded for it.
 func (cp ControlPlane) MemberOf(m Machine) (Member, bool) {
-	if m.NodeName == "" {
+	if m.MemberID == 0 {
 		return Member{}, false
 	}
-	i := slices.IndexFunc(cp.Members, func(member Member) bool { return member.Name == m.NodeName })
+	i := slices.IndexFunc(cp.Members, func(member Member) bool { return member.ID == m.MemberID })
 	if i < 0 {
 		return Member{}, false
 	}
 	return cp.Members[i], true
+}
+
+// Unclaimed are the etcd members whose ID is recorded for no Machine.
+func (cp ControlPlane) Unclaimed() []Member {
+	var out []Member
+	for _, member := range cp.Members {
+		if !slices.ContainsFunc(cp.Machines, func(m Machine) bool { return m.MemberID == member.ID }) {
+			out = append(out, member)
+		}
+	}
+	return out
+}
+
+// Unidentified are the Machines that may have an etcd member nobody can name: no member ID
+// is known for them and their node has not said that it runs none.
+func (cp ControlPlane) Unidentified() []Machine {
+	return slices.DeleteFunc(slices.Clone(cp.Machines), func(m Machine) bool { return m.MemberID != 0 || m.NoMember })
 }
 
 // CanRemoveMember says whether removing member id keeps etcd able to accept writes: the
@@ -183,24 +204,29 @@ func (cp ControlPlane) Victim() (Machine, bool) {
 	}), true
 }
 
-// OrphanMembers are etcd members whose node belongs to no Machine: left behind by a Machine
-// that was deleted before its member was removed. While a Machine's node name is unknown,
-// no member is called an orphan.
+// OrphanMembers are started etcd members that belong to no Machine: left behind by a
+// Machine that went before its member was removed. Only once every Machine is identified
+// (its member ID known, or its node running no member) can a member be called an orphan: an
+// unidentified Machine may own it. Learners that never started have no name and are left to
+// StaleLearners.
 func (cp ControlPlane) OrphanMembers() []Member {
-	if slices.ContainsFunc(cp.Machines, func(m Machine) bool { return m.NodeName == "" }) {
+	if len(cp.Unidentified()) > 0 {
 		return nil
 	}
-	var orphans []Member
-	for _, member := range cp.Members {
-		if member.Name == "" {
-			// A learner added but not started yet: it gets its name when it starts.
-			continue
-		}
-		if !slices.ContainsFunc(cp.Machines, func(m Machine) bool { return m.NodeName == member.Name }) {
-			orphans = append(orphans, member)
+	return slices.DeleteFunc(cp.Unclaimed(), func(m Member) bool { return m.Name == "" })
+}
+
+// StaleLearners are the unclaimed learners that have not started (they have no name) and
+// were first seen before deadline: a node that was added to etcd and never started its
+// member. They count for no quorum, but block every later scale-up.
+func (cp ControlPlane) StaleLearners(firstSeen map[uint64]time.Time, deadline time.Time) []Member {
+	var out []Member
+	for _, m := range cp.Unclaimed() {
+		if seen, ok := firstSeen[m.ID]; ok && m.Learner && m.Name == "" && seen.Before(deadline) {
+			out = append(out, m)
 		}
 	}
-	return orphans
+	return out
 }
 
 // compareBool orders false before true.

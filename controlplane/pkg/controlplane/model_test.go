@@ -139,10 +139,36 @@ func TestVictim(t *testing.T) {
 
 func TestOrphanMembers(t *testing.T) {
 	g := NewWithT(t)
-	cp := ControlPlane{Members: members("up", "up", "up"), Machines: []Machine{{NodeName: "a"}, {NodeName: "b"}}}
+	cp := ControlPlane{Members: members("up", "up", "up"), Machines: []Machine{{Name: "x", MemberID: 1}, {Name: "y", MemberID: 2}}}
 	g.Expect(cp.OrphanMembers()).To(ConsistOf(HaveField("Name", "c")))
 	cp.Members = append(cp.Members, Member{ID: 9, Learner: true})
-	g.Expect(cp.OrphanMembers()).To(ConsistOf(HaveField("Name", "c")), "a learner not started yet has no name and is no orphan")
+	g.Expect(cp.OrphanMembers()).To(ConsistOf(HaveField("Name", "c")), "a learner not started yet has no name: StaleLearners decides on it")
+	cp.Machines = append(cp.Machines, Machine{Name: "no-etcd", NoMember: true})
+	g.Expect(cp.OrphanMembers()).To(ConsistOf(HaveField("Name", "c")), "a Machine whose node runs no member owns none")
 	cp.Machines = append(cp.Machines, Machine{Name: "joining"})
-	g.Expect(cp.OrphanMembers()).To(BeEmpty(), "no orphans while a node name is unknown")
+	g.Expect(cp.OrphanMembers()).To(BeEmpty(), "no orphans while a Machine may own a member nobody can name")
+}
+
+func TestMembersAreFoundByIDNeverByName(t *testing.T) {
+	g := NewWithT(t)
+	// Every member has the same name: only the recorded IDs tell them apart.
+	cp := ControlPlane{Members: []Member{{ID: 10, Name: "cp"}, {ID: 11, Name: "cp"}, {ID: 12, Name: "cp"}}}
+	cp.Machines = []Machine{{Name: "cp-a", MemberID: 11}, {Name: "cp-b"}}
+	member, ok := cp.MemberOf(cp.Machines[0])
+	g.Expect(ok).To(BeTrue())
+	g.Expect(member.ID).To(Equal(uint64(11)))
+	_, ok = cp.MemberOf(cp.Machines[1])
+	g.Expect(ok).To(BeFalse(), "no recorded ID: no member, whatever the names")
+	g.Expect(cp.Unclaimed()).To(ConsistOf(HaveField("ID", uint64(10)), HaveField("ID", uint64(12))))
+	g.Expect(cp.Unidentified()).To(ConsistOf(HaveField("Name", "cp-b")))
+}
+
+func TestStaleLearners(t *testing.T) {
+	g := NewWithT(t)
+	cp := ControlPlane{Members: []Member{{ID: 1, Name: "a"}, {ID: 2, Learner: true}, {ID: 3, Learner: true}, {ID: 4, Learner: true, Name: "started"}},
+		Machines: []Machine{{Name: "a", MemberID: 1}, {Name: "joining", MemberID: 3}}}
+	seen := map[uint64]time.Time{2: t0, 3: t0, 4: t0}
+	g.Expect(cp.StaleLearners(seen, t0)).To(BeEmpty(), "not yet due")
+	g.Expect(cp.StaleLearners(seen, t0.Add(time.Minute))).To(ConsistOf(HaveField("ID", uint64(2))),
+		"only unclaimed, unstarted learners: 3 belongs to a Machine, 4 has started")
 }

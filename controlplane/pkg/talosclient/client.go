@@ -63,7 +63,8 @@ type Client interface {
 	// Version is the Talos version the node runs.
 	Version(ctx context.Context) (string, error)
 	// Bootstrap starts etcd on the node as the cluster's first member. ErrAlreadyBootstrapped
-	// when the node already has etcd data.
+	// when the node already has etcd data (Talos answers AlreadyExists); ErrNotReady when the
+	// node cannot bootstrap yet (FailedPrecondition: still booting, time not in sync).
 	Bootstrap(ctx context.Context) error
 	// EtcdMembers lists the members of the node's etcd cluster. ErrEtcdNotRunning when the
 	// node runs no etcd member (yet).
@@ -85,6 +86,7 @@ type Client interface {
 // Errors a caller acts on.
 var (
 	ErrAlreadyBootstrapped = errors.New("etcd is already bootstrapped on this node")
+	ErrNotReady            = errors.New("the node is not ready to bootstrap etcd yet")
 	ErrEtcdNotRunning      = errors.New("etcd is not running on this node")
 )
 
@@ -146,8 +148,13 @@ func (c *client) Bootstrap(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	err := c.c.Bootstrap(ctx, &machine.BootstrapRequest{})
-	if status.Code(err) == codes.FailedPrecondition || status.Code(err) == codes.AlreadyExists {
+	// Talos' own codes (machined's Bootstrap): AlreadyExists when the etcd data directory is
+	// not empty, FailedPrecondition while bootstrapping is not possible yet.
+	switch status.Code(err) {
+	case codes.AlreadyExists:
 		return fmt.Errorf("%w: %w", ErrAlreadyBootstrapped, c.wrap(err, "bootstrap"))
+	case codes.FailedPrecondition:
+		return fmt.Errorf("%w: %w", ErrNotReady, c.wrap(err, "bootstrap"))
 	}
 	return c.wrap(err, "bootstrap")
 }

@@ -71,3 +71,50 @@ func BenchmarkControlPlane(b *testing.B) {
 		b.ReportMetric(time.Since(start).Seconds(), "s-rollout")
 	}
 }
+
+// BenchmarkRemediation measures the time from powering off one node of a 3-node control
+// plane, watched by a MachineHealthCheck (Ready not True for 5 s) with kube-controller-manager
+// marking a silent node after 20 s, to its replacement's Node Ready and etcd's members again
+// exactly the Machines (s-remediate).
+func BenchmarkRemediation(b *testing.B) {
+	env := envtest.Get(b)
+	infra := newSimInfra(b, "127.0.55.")
+	startProviders(b, env, infra)
+	g := NewWithT(b)
+	ctx := b.Context()
+	for i := 0; b.Loop(); i++ {
+		ns := env.NewNamespace(b, "bench-remediation")
+		tcp := newCluster(b, env, infra, ns, fmt.Sprintf("remediate-%d", i), 3, fastNodeHealth)
+		waitForMembership(b, env, tcp, 3)
+		waitForReadyMachines(b, env, tcp)
+		newControlPlaneHealthCheck(b, env, tcp)
+		kube := workloadClient(b, env, tcp)
+		machines, err := controlPlaneMachines(ctx, env, tcp)
+		g.Expect(err).NotTo(HaveOccurred())
+		victim := machines[len(machines)-1].Name
+
+		start := time.Now()
+		infra.powerOff(victim)
+		g.Eventually(func(g Gomega) {
+			machines, err := controlPlaneMachines(ctx, env, tcp)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(machines).To(HaveLen(3))
+			for _, m := range machines {
+				g.Expect(m.Name).NotTo(Equal(victim))
+			}
+			nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "node-role.kubernetes.io/control-plane"})
+			g.Expect(err).NotTo(HaveOccurred())
+			ready := 0
+			for _, n := range nodes.Items {
+				for _, c := range n.Status.Conditions {
+					if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+						ready++
+					}
+				}
+			}
+			g.Expect(ready).To(Equal(3))
+		}, 5*time.Minute, 500*time.Millisecond).Should(Succeed())
+		waitForMembership(b, env, tcp, 3)
+		b.ReportMetric(time.Since(start).Seconds(), "s-remediate")
+	}
+}

@@ -25,6 +25,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -54,6 +56,7 @@ import (
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="events.k8s.io",resources=events,verbs=create;patch
 
 // finalizer holds a TalosControlPlane until its Machines are gone.
 const finalizer = "controlplane.cluster.x-k8s.io/taloscontrolplane"
@@ -73,8 +76,18 @@ type Reconciler struct {
 	ClusterCache clustercache.ClusterCache
 	// WatchFilterValue limits reconciliation to objects labelled with it.
 	WatchFilterValue string
+	// Events records what the control plane did to etcd and its Machines; optional.
+	Events events.EventRecorder
 
 	controller capicontrollerutil.Controller
+	learners   learnerClock
+}
+
+// event records an event on o when the reconciler has a recorder.
+func (r *Reconciler) event(o runtime.Object, eventType, reason, action, note string, args ...any) {
+	if r.Events != nil {
+		r.Events.Eventf(o, nil, eventType, reason, action, note, args...)
+	}
 }
 
 // SetupWithManager registers the reconciler with mgr.
@@ -159,6 +172,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		if err := patchHelper.Patch(ctx, tcp, patch.WithOwnedConditions{Conditions: ownedConditions}); err != nil {
 			reterr = errors.Join(reterr, fmt.Errorf("failed to patch TalosControlPlane %s: %w", klog.KObj(tcp), err))
 		}
+		reterr = errors.Join(reterr, r.patchMachineConditions(ctx, s))
 	}()
 
 	if !tcp.DeletionTimestamp.IsZero() {
@@ -177,18 +191,28 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if orphansDue > 0 {
+		s.lookAgain(orphansDue)
+	}
 	if s.initialized() {
 		// Before releasing: a dead orphan member may be what keeps a removal from being safe.
-		if result := r.removeOrphanMembers(ctx, s); !result.IsZero() {
+		result, learnersDue := r.removeOrphanMembers(ctx, s)
+		if !result.IsZero() {
 			return result, nil
+		}
+		if learnersDue > 0 {
+			s.lookAgain(learnersDue)
 		}
 	}
 	if result, err := r.releaseMachines(ctx, s); err != nil || !result.IsZero() {
 		return result, err
 	}
+	if result, err := r.reconcileRemediation(ctx, s); err != nil || !result.IsZero() {
+		return result, err
+	}
 	result, err := r.reconcileMachines(ctx, s)
-	if orphansDue > 0 && (result.RequeueAfter == 0 || orphansDue < result.RequeueAfter) {
-		result.RequeueAfter = orphansDue
+	if s.due > 0 && (result.RequeueAfter == 0 || s.due < result.RequeueAfter) {
+		result.RequeueAfter = s.due
 	}
 	return result, err
 }

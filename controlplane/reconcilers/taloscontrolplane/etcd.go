@@ -17,12 +17,18 @@ limitations under the License.
 package taloscontrolplane
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
+	etcdresource "github.com/siderolabs/talos/pkg/machinery/resources/etcd"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
@@ -32,44 +38,33 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/kubeconfig"
 
+	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
+	"github.com/talon-capi/talon/controlplane/pkg/controlplane"
 	"github.com/talon-capi/talon/controlplane/pkg/talosclient"
 )
 
-// reconcileInitialization bootstraps etcd on the first Machine as soon as its Talos API
-// answers, once: whether etcd is bootstrapped is read from the nodes, so a restarted or
-// moved manager never bootstraps twice. The control plane is initialized when the workload
-// API server answers.
+// reconcileInitialization bootstraps etcd once, on the Machine recorded for it, and marks
+// the control plane initialized when the workload API server answers.
+//
+// The choice of the Machine is written to the TalosControlPlane (BootstrapMachineAnnotation)
+// before Bootstrap is called, and Bootstrap only ever goes to that Machine: a restarted or
+// moved manager, or one that cannot reach the node for a while, never starts a second etcd
+// cluster elsewhere. Another Machine is chosen only once the recorded one is gone and every
+// remaining node says it runs no etcd member: whatever cluster the gone Machine may have
+// formed went with it.
 func (r *Reconciler) reconcileInitialization(ctx context.Context, s *scope) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	active := s.active()
-	if len(active) == 0 {
+	if len(active) == 0 && s.tcp.Annotations[controlplanev1.BootstrapMachineAnnotation] == "" {
 		return r.createMachine(ctx, s)
 	}
-	if s.etcd == nil {
-		first := slices.MinFunc(active, func(a, b *clusterv1.Machine) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
-		address := machineAddress(first)
-		if address == "" {
-			s.waiting = fmt.Sprintf("Waiting for Machine %s to get an address", first.Name)
-			return ctrl.Result{}, nil
-		}
-		c, err := r.TalosClients.New(ctx, s.bundle, address)
-		if err != nil {
+	if s.etcd != nil {
+		// etcd answers: it is bootstrapped. Record that it was formed, and by whom.
+		if err := r.recordEtcdCluster(ctx, s); err != nil {
 			return ctrl.Result{}, err
 		}
-		defer func() { _ = c.Close() }()
-		if _, err := c.Version(ctx); err != nil {
-			s.waiting = fmt.Sprintf("Waiting for the Talos API of Machine %s: %v", first.Name, err)
-			return ctrl.Result{RequeueAfter: converging}, nil
-		}
-		switch err := c.Bootstrap(ctx); {
-		case err == nil:
-			log.Info("Bootstrapped etcd", "Machine", first.Name, "address", address)
-		case errors.Is(err, talosclient.ErrAlreadyBootstrapped):
-			log.Info("etcd was already bootstrapped", "Machine", first.Name)
-		default:
-			s.waiting = fmt.Sprintf("Bootstrapping etcd on Machine %s failed, retrying: %v", first.Name, err)
-			return ctrl.Result{RequeueAfter: converging}, nil
-		}
+	} else if result, err := r.bootstrapRecordedMachine(ctx, s); err != nil || !result.IsZero() {
+		return result, err
 	}
 	kube, err := r.workloadClient(ctx, s)
 	if err == nil {
@@ -84,8 +79,126 @@ func (r *Reconciler) reconcileInitialization(ctx context.Context, s *scope) (ctr
 	return ctrl.Result{RequeueAfter: converging}, nil
 }
 
-// scaleUp adds one up-to-date Machine after the preflight checks: etcd healthy with no
-// learner, every Machine's node a voting member, no Machine being deleted.
+// bootstrapRecordedMachine calls Bootstrap on the Machine recorded for it, choosing and
+// recording one first when there is none. A zero result means Bootstrap went through (or
+// had before) and the caller may wait for the API server.
+func (r *Reconciler) bootstrapRecordedMachine(ctx context.Context, s *scope) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	target := s.tcp.Annotations[controlplanev1.BootstrapMachineAnnotation]
+	if target != "" && s.machineByName(target) == nil {
+		if why := s.whyNoRebootstrap(); why != "" {
+			s.waiting = fmt.Sprintf("Machine %s, chosen to bootstrap etcd, is gone, and another is chosen only when no node may hold etcd: %s", target, why)
+			return ctrl.Result{RequeueAfter: converging}, nil
+		}
+		log.Info("The Machine chosen to bootstrap etcd is gone and no other node runs etcd: choosing again", "previous", target)
+		if err := r.patchAnnotations(ctx, s.tcp, map[string]string{controlplanev1.BootstrapMachineAnnotation: ""}); err != nil {
+			return ctrl.Result{}, err
+		}
+		target = ""
+	}
+	if target == "" {
+		active := s.active()
+		if len(active) == 0 {
+			return r.createMachine(ctx, s)
+		}
+		first := slices.MinFunc(active, func(a, b *clusterv1.Machine) int {
+			return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
+		})
+		if machineAddress(first) == "" {
+			s.waiting = fmt.Sprintf("Waiting for Machine %s to get an address", first.Name)
+			return ctrl.Result{}, nil
+		}
+		// The record comes first: from here on, only this Machine is ever bootstrapped.
+		if err := r.patchAnnotations(ctx, s.tcp, map[string]string{controlplanev1.BootstrapMachineAnnotation: first.Name}); err != nil {
+			return ctrl.Result{}, err
+		}
+		log.Info("Chose the Machine to bootstrap etcd", "Machine", first.Name)
+		target = first.Name
+	}
+	m := s.machineByName(target)
+	if !m.DeletionTimestamp.IsZero() {
+		s.waiting = fmt.Sprintf("Machine %s, chosen to bootstrap etcd, is being deleted; another is chosen once it is gone", m.Name)
+		return ctrl.Result{RequeueAfter: converging}, nil
+	}
+	address := machineAddress(m)
+	if address == "" {
+		s.waiting = fmt.Sprintf("Waiting for Machine %s, chosen to bootstrap etcd, to get an address", m.Name)
+		return ctrl.Result{}, nil
+	}
+	c, err := r.TalosClients.New(ctx, s.bundle, address)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() { _ = c.Close() }()
+	switch err := c.Bootstrap(ctx); {
+	case err == nil:
+		log.Info("Bootstrapped etcd", "Machine", m.Name, "address", address)
+		r.event(s.tcp, corev1.EventTypeNormal, "Bootstrapped", "Bootstrap", "Bootstrapped etcd on Machine %s", m.Name)
+	case errors.Is(err, talosclient.ErrAlreadyBootstrapped):
+		log.Info("etcd was already bootstrapped", "Machine", m.Name)
+	default:
+		s.waiting = fmt.Sprintf("Bootstrapping etcd on Machine %s (recorded in annotation %s) waits, retrying: %v. Only this Machine is ever bootstrapped; "+
+			"if it will never come up, delete it and another is chosen once no node runs etcd",
+			m.Name, controlplanev1.BootstrapMachineAnnotation, err)
+		return ctrl.Result{RequeueAfter: converging}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// whyNoRebootstrap says why another Machine may not be bootstrapped, or "": it may once
+// etcd was never recorded as formed and every active Machine's node answers that it runs no
+// etcd member.
+func (s *scope) whyNoRebootstrap() string {
+	if id := s.tcp.Annotations[controlplanev1.EtcdClusterAnnotation]; id != "" {
+		return fmt.Sprintf("etcd was formed (member %s, annotation %s); restore it from a backup instead", id, controlplanev1.EtcdClusterAnnotation)
+	}
+	for _, m := range s.active() {
+		if report := s.nodes[m.Name]; report == nil || !report.noEtcd {
+			return fmt.Sprintf("the node of Machine %s has not said that it runs no etcd member", m.Name)
+		}
+	}
+	return ""
+}
+
+// recordEtcdCluster records, once, that etcd was formed: the ID of the first member the
+// bootstrapped Machine's node (or any node) reports.
+func (r *Reconciler) recordEtcdCluster(ctx context.Context, s *scope) error {
+	if s.tcp.Annotations[controlplanev1.EtcdClusterAnnotation] != "" || len(s.etcd.members) == 0 {
+		return nil
+	}
+	founder := s.etcd.members[0].ID
+	if m := s.machineByName(s.tcp.Annotations[controlplanev1.BootstrapMachineAnnotation]); m != nil && recordedMemberID(m) != 0 {
+		founder = recordedMemberID(m)
+	}
+	return r.patchAnnotations(ctx, s.tcp, map[string]string{controlplanev1.EtcdClusterAnnotation: etcdresource.FormatMemberID(founder)})
+}
+
+// patchAnnotations writes annotations on o at once (an empty value removes one): a record
+// that must be on the API server before the step it guards.
+func (r *Reconciler) patchAnnotations(ctx context.Context, o client.Object, values map[string]string) error {
+	before, ok := o.DeepCopyObject().(client.Object)
+	if !ok {
+		return fmt.Errorf("cannot copy %T", o)
+	}
+	annotations := o.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	for k, v := range values {
+		if v == "" {
+			delete(annotations, k)
+		} else {
+			annotations[k] = v
+		}
+	}
+	o.SetAnnotations(annotations)
+	if err := r.Client.Patch(ctx, o, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("failed to record %v on %s: %w", slices.Sorted(maps.Keys(values)), o.GetName(), err)
+	}
+	return nil
+}
+
+// scaleUp adds one up-to-date Machine after the preflight checks.
 func (r *Reconciler) scaleUp(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if waits := s.preflight(); waits != "" {
 		s.blocked = "Scale up waits: " + waits
@@ -94,10 +207,12 @@ func (r *Reconciler) scaleUp(ctx context.Context, s *scope) (ctrl.Result, error)
 	return r.createMachine(ctx, s)
 }
 
-// preflight says why a Machine cannot be added now, or "".
+// preflight says why a Machine cannot be added now, or "": etcd healthy with no learner and
+// one member list on every node, every Machine's node a voting member, no Machine being
+// deleted, and every control-plane component healthy.
 func (s *scope) preflight() string {
-	if s.etcd == nil {
-		return "no control-plane node answers with the etcd member list"
+	if why := s.disagreement(""); why != "" {
+		return why
 	}
 	if err := s.model().CanAddMember(); err != nil {
 		return err.Error()
@@ -106,6 +221,12 @@ func (s *scope) preflight() string {
 		if !s.isVoter(m) {
 			return fmt.Sprintf("machine %s has not joined etcd as a voting member yet", m.Name)
 		}
+	}
+	if s.componentsErr != nil {
+		return s.componentsErr.Error()
+	}
+	if problems := s.componentProblems(); len(problems) > 0 {
+		return "control-plane components are not healthy: " + strings.Join(problems, "; ")
 	}
 	return ""
 }
@@ -120,13 +241,16 @@ func (r *Reconciler) scaleDown(ctx context.Context, s *scope) (ctrl.Result, erro
 	}
 	m := s.machineByName(victim.Name)
 	// One change at a time: a Machine still joining etcd is not yet a spare voter.
-	if s.etcd != nil {
-		for _, other := range s.active() {
-			if other.Name != m.Name && !s.isVoter(other) {
-				s.blocked = fmt.Sprintf("Removing Machine %s waits for Machine %s to join etcd as a voting member", m.Name, other.Name)
-				return ctrl.Result{RequeueAfter: converging}, nil
-			}
+	for _, other := range s.active() {
+		if other.Name == m.Name || s.isVoter(other) {
+			continue
 		}
+		if _, _, ok, why := s.memberToRemove(other); !ok && recordedMemberID(other) == 0 {
+			s.blocked = fmt.Sprintf("Removing Machine %s waits: %s", m.Name, why)
+		} else {
+			s.blocked = fmt.Sprintf("Removing Machine %s waits for Machine %s to join etcd as a voting member", m.Name, other.Name)
+		}
+		return ctrl.Result{RequeueAfter: converging}, nil
 	}
 	if result := r.checkRemoval(ctx, s, m); !result.IsZero() {
 		return result, nil
@@ -134,58 +258,113 @@ func (r *Reconciler) scaleDown(ctx context.Context, s *scope) (ctrl.Result, erro
 	return ctrl.Result{RequeueAfter: converging}, r.deleteMachine(ctx, m)
 }
 
-// checkRemoval refuses (with the reason in the conditions) to remove m when the etcd members
-// left would not be a quorum, and moves etcd leadership away from m's member.
+// memberToRemove is the etcd member of a Machine that is going, if it has one. ok is false
+// when that cannot be known; why then says what a person can do.
+func (s *scope) memberToRemove(m *clusterv1.Machine) (member talosclient.Member, has, ok bool, why string) {
+	if member, found := s.memberOf(m); found {
+		return member, true, true, ""
+	}
+	model := s.model()
+	unclaimed := model.Unclaimed()
+	report := s.nodes[m.Name]
+	switch {
+	case recordedNoMember(m):
+		// A person recorded that it never joined etcd.
+		return talosclient.Member{}, false, true, ""
+	case s.etcd == nil && !s.initialized():
+		// Never initialized and no node has etcd: any member it had goes with its node.
+		return talosclient.Member{}, false, true, ""
+	case s.etcd == nil:
+		return talosclient.Member{}, false, false, "no control-plane node answers with the etcd member list"
+	case recordedMemberID(m) != 0 && s.disagreement(m.Name) == "":
+		// Recorded, and not in the list the nodes agree on: it was removed already.
+		return talosclient.Member{}, false, true, ""
+	case report != nil && report.noEtcd && recordedMemberID(m) == 0:
+		// Its node says it runs no member, and none was ever recorded.
+		return talosclient.Member{}, false, true, ""
+	case recordedMemberID(m) == 0 && len(unclaimed) == 0:
+		// Every member belongs to another Machine: this one has none.
+		return talosclient.Member{}, false, true, ""
+	case recordedMemberID(m) == 0:
+		names := make([]string, 0, len(unclaimed))
+		for _, u := range unclaimed {
+			names = append(names, controlplane.DescribeMember(u))
+		}
+		return talosclient.Member{}, false, false, fmt.Sprintf(
+			"the etcd member of Machine %s cannot be identified: no member ID is recorded for it and its node does not answer; members no Machine claims: %s. "+
+				"If one of them is this Machine's, record it with annotation %s=<id> on the Machine (or remove it with talosctl etcd remove-member); "+
+				"if none is, the Machine never joined etcd: record annotation %s=none",
+			m.Name, strings.Join(names, ", "), controlplanev1.EtcdMemberIDAnnotation, controlplanev1.EtcdMemberIDAnnotation)
+	}
+	return talosclient.Member{}, false, false, s.disagreement(m.Name)
+}
+
+// checkRemoval refuses (with the reason in the conditions) to remove m when its member
+// cannot be identified, when the nodes disagree on etcd's members, or when the members left
+// would not be a quorum; and it moves etcd leadership away from m's member, verified on the
+// next reconcile.
 func (r *Reconciler) checkRemoval(ctx context.Context, s *scope, m *clusterv1.Machine) ctrl.Result {
-	if s.etcd == nil {
-		s.blocked = fmt.Sprintf("Removing Machine %s waits: no control-plane node answers with the etcd member list", m.Name)
+	member, has, ok, why := s.memberToRemove(m)
+	if !ok {
+		s.blocked = fmt.Sprintf("Removing Machine %s waits: %s", m.Name, why)
 		return ctrl.Result{RequeueAfter: converging}
 	}
-	member, ok := s.memberOf(m)
-	if !ok {
+	if !has {
 		return ctrl.Result{}
 	}
-	name := member.Name
+	if why := s.disagreement(m.Name); why != "" {
+		s.blocked = fmt.Sprintf("Removing Machine %s waits: %s", m.Name, why)
+		return ctrl.Result{RequeueAfter: converging}
+	}
 	if err := s.model().CanRemoveMember(member.ID); err != nil {
 		s.blocked = fmt.Sprintf("Removing Machine %s is refused: %v", m.Name, err)
 		return ctrl.Result{RequeueAfter: 5 * converging}
 	}
-	if s.etcd.leader == name {
-		if c, err := r.TalosClients.New(ctx, s.bundle, machineAddress(m)); err == nil {
-			if err := c.EtcdForfeitLeadership(ctx); err != nil {
-				ctrl.LoggerFrom(ctx).Info("Could not move etcd leadership away; going on", "reason", err.Error())
-			}
+	if s.etcd.leader == member.ID {
+		// Leadership moves first, and the move is seen before the member goes: the next
+		// reconcile reads the leader again from the nodes.
+		s.blocked = fmt.Sprintf("Removing Machine %s waits for etcd leadership to move away from its member", m.Name)
+		c, err := r.TalosClients.New(ctx, s.bundle, machineAddress(m))
+		if err == nil {
+			err = c.EtcdForfeitLeadership(ctx)
 			_ = c.Close()
 		}
+		if err != nil {
+			s.blocked += ": " + err.Error()
+		} else {
+			ctrl.LoggerFrom(ctx).Info("Moved etcd leadership away from a member that is leaving", "Machine", m.Name, "member", etcdresource.FormatMemberID(member.ID))
+		}
+		return ctrl.Result{RequeueAfter: converging / 4}
 	}
 	return ctrl.Result{}
 }
 
-// removeMember takes the etcd member of m's node out of the cluster, through a healthy
-// peer, after the same checks as checkRemoval.
+// removeMember takes the etcd member of m's node out of the cluster, by its recorded ID and
+// through a healthy peer, after the same checks as checkRemoval.
 func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Machine) ctrl.Result {
 	if result := r.checkRemoval(ctx, s, m); !result.IsZero() {
 		return result
 	}
-	member, ok := s.memberOf(m)
-	if !ok {
+	member, has, _, _ := s.memberToRemove(m)
+	if !has {
 		return ctrl.Result{}
 	}
-	name := member.Name
-	if err := r.throughPeer(ctx, s, name, func(c talosclient.Client) error { return c.EtcdRemoveMember(ctx, member.ID) }); err != nil {
+	if err := r.throughPeer(ctx, s, member.ID, func(c talosclient.Client) error { return c.EtcdRemoveMember(ctx, member.ID) }); err != nil {
 		s.blocked = fmt.Sprintf("Removing the etcd member of Machine %s failed, retrying: %v", m.Name, err)
 		return ctrl.Result{RequeueAfter: converging}
 	}
-	ctrl.LoggerFrom(ctx).Info("Removed the etcd member", "Machine", m.Name, "member", name)
+	ctrl.LoggerFrom(ctx).Info("Removed the etcd member", "Machine", m.Name, "member", controlplane.DescribeMember(controlplane.Member{ID: member.ID, Name: member.Name}))
+	r.event(s.tcp, corev1.EventTypeNormal, "EtcdMemberRemoved", "RemoveMember", "Removed etcd member %s of Machine %s",
+		controlplane.DescribeMember(controlplane.Member{ID: member.ID, Name: member.Name}), m.Name)
 	return ctrl.Result{}
 }
 
 // throughPeer calls fn on the node of a healthy member other than exclude, trying each.
-func (r *Reconciler) throughPeer(ctx context.Context, s *scope, exclude string, fn func(talosclient.Client) error) error {
+func (r *Reconciler) throughPeer(ctx context.Context, s *scope, exclude uint64, fn func(talosclient.Client) error) error {
 	var errs []error
 	for _, m := range s.active() {
-		name := nodeName(m, s.configs)
-		if name == exclude || !s.etcd.healthy[name] {
+		id := recordedMemberID(m)
+		if id == 0 || id == exclude || !s.etcd.healthy[id] {
 			continue
 		}
 		c, err := r.TalosClients.New(ctx, s.bundle, machineAddress(m))
@@ -206,24 +385,74 @@ func (r *Reconciler) throughPeer(ctx context.Context, s *scope, exclude string, 
 	return errors.Join(errs...)
 }
 
-// removeOrphanMembers removes etcd members that belong to no Machine, when that is safe.
-func (r *Reconciler) removeOrphanMembers(ctx context.Context, s *scope) ctrl.Result {
-	if s.etcd == nil {
-		return ctrl.Result{}
+// learnerGrace is how long a learner may stay unstarted before it is removed: a node added
+// to etcd that never started its member blocks every later scale-up.
+const learnerGrace = 2 * time.Minute
+
+// removeOrphanMembers removes etcd members that belong to no Machine, when that is safe,
+// and learners that never started. A non-zero result ends the reconcile (a member was
+// removed); due is when an unstarted learner is to be looked at again.
+func (r *Reconciler) removeOrphanMembers(ctx context.Context, s *scope) (result ctrl.Result, due time.Duration) {
+	if s.etcd == nil || s.disagreement("") != "" {
+		return ctrl.Result{}, 0
 	}
 	model := s.model()
-	for _, orphan := range model.OrphanMembers() {
+	now := time.Now()
+	firstSeen := r.learners.observe(client.ObjectKeyFromObject(s.tcp).String(), model.Members, now)
+	stale := model.StaleLearners(firstSeen, now.Add(-learnerGrace))
+	for _, orphan := range append(stale, model.OrphanMembers()...) {
 		if err := model.CanRemoveMember(orphan.ID); err != nil {
-			s.blocked = fmt.Sprintf("etcd member %s belongs to no Machine but cannot be removed yet: %v", orphan.Name, err)
+			s.blocked = fmt.Sprintf("etcd member %s belongs to no Machine but cannot be removed yet: %v", controlplane.DescribeMember(orphan), err)
 			continue
 		}
-		if err := r.throughPeer(ctx, s, orphan.Name, func(c talosclient.Client) error { return c.EtcdRemoveMember(ctx, orphan.ID) }); err != nil {
-			return ctrl.Result{RequeueAfter: converging}
+		if err := r.throughPeer(ctx, s, orphan.ID, func(c talosclient.Client) error { return c.EtcdRemoveMember(ctx, orphan.ID) }); err != nil {
+			return ctrl.Result{RequeueAfter: converging}, 0
 		}
-		ctrl.LoggerFrom(ctx).Info("Removed an etcd member that belonged to no Machine", "member", orphan.Name)
-		return ctrl.Result{RequeueAfter: converging}
+		ctrl.LoggerFrom(ctx).Info("Removed an etcd member that belonged to no Machine", "member", controlplane.DescribeMember(orphan))
+		r.event(s.tcp, corev1.EventTypeNormal, "EtcdMemberRemoved", "RemoveMember", "Removed etcd member %s, which belonged to no Machine", controlplane.DescribeMember(orphan))
+		return ctrl.Result{RequeueAfter: converging}, 0
 	}
-	return ctrl.Result{}
+	for _, seen := range firstSeen {
+		// Look again when the oldest unstarted learner is due.
+		if d := time.Until(seen.Add(learnerGrace)); d > 0 && (due == 0 || d < due) {
+			due = d
+		}
+	}
+	return ctrl.Result{}, due
+}
+
+// learnerClock remembers when each unstarted learner of each control plane was first seen.
+// It lives in memory: a restarted manager waits the grace period again, which errs on the
+// side of waiting.
+type learnerClock struct {
+	mu   sync.Mutex
+	seen map[string]map[uint64]time.Time
+}
+
+// observe notes the unstarted learners among the members of the control plane key and
+// forgets its others; it returns when each was first seen.
+func (l *learnerClock) observe(key string, members []controlplane.Member, now time.Time) map[uint64]time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen == nil {
+		l.seen = map[string]map[uint64]time.Time{}
+	}
+	seen := map[uint64]time.Time{}
+	for _, m := range members {
+		if !m.Learner || m.Name != "" {
+			continue
+		}
+		seen[m.ID] = now
+		if t, ok := l.seen[key][m.ID]; ok {
+			seen[m.ID] = t
+		}
+	}
+	if len(seen) == 0 {
+		delete(l.seen, key)
+	} else {
+		l.seen[key] = seen
+	}
+	return maps.Clone(seen)
 }
 
 // workloadClient is a client of the workload cluster from its kubeconfig Secret.

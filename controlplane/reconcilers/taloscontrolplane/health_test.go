@@ -18,6 +18,7 @@ package taloscontrolplane_test
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -30,6 +31,8 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
+	"github.com/talon-capi/talon/bootstrap/pkg/clustersecrets"
+	"github.com/talon-capi/talon/controlplane/pkg/talosclient"
 	"github.com/talon-capi/talon/test/envtest"
 )
 
@@ -64,7 +67,7 @@ func TestUnhealthyMemberNeverBlocksItsReplacement(t *testing.T) {
 		g.Expect(c.Message).To(ContainSubstring("would leave 1 of 2 members healthy, fewer than the quorum of 2 (unhealthy: " + sick.Name + ")"))
 		health := conditions.Get(tcp, controlplanev1.EtcdClusterHealthyCondition)
 		g.Expect(health).NotTo(BeNil())
-		g.Expect(health.Message).To(ContainSubstring("etcd member " + sick.Name + " is not"))
+		g.Expect(health.Message).To(MatchRegexp(`etcd member ` + sick.Name + ` \([0-9a-f]{16}\) is not healthy`))
 	}, time.Minute, time.Second).Should(Succeed())
 	g.Consistently(func() bool {
 		m := &clusterv1.Machine{}
@@ -138,6 +141,120 @@ func TestRollout(t *testing.T) {
 		tcp.Spec.Rollout.After = metav1.Now()
 		tcp.Spec.Rollout.Strategy.RollingUpdate.MaxSurge = ptr.To[int32](0)
 	}, "v1.36.3")
+
+	t.Log("OnDelete: a new config makes every Machine outdated, and none is replaced")
+	original := names()
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
+	before := tcp.DeepCopy()
+	tcp.Spec.Rollout.Strategy.Type = controlplanev1.OnDeleteStrategyType
+	tcp.Spec.ControlPlaneConfig.StrategicPatches = []string{"machine:\n  sysctls:\n    vm.max_map_count: \"262144\"\n"}
+	g.Expect(env.Client.Patch(ctx, tcp, client.MergeFrom(before))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
+		g.Expect(tcp.Status.UpToDateReplicas).To(HaveValue(BeEquivalentTo(0)))
+		g.Expect(conditions.GetMessage(tcp, controlplanev1.RollingOutCondition)).To(Equal("OnDelete: delete the outdated Machines to replace them"))
+		machines, err := controlPlaneMachines(ctx, env, tcp)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, m := range machines {
+			c := conditions.Get(&m, clusterv1.MachineUpToDateCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Message).To(Equal("* controlPlaneConfig changed"))
+		}
+	}, time.Minute, time.Second).Should(Succeed())
+	g.Consistently(names, 5*time.Second, time.Second).Should(ConsistOf(original), "OnDelete replaces nothing by itself")
+
+	t.Log("Deleting the Machine of the etcd leader: leadership moves away before its member is removed, and an up-to-date Machine replaces it")
+	machines, err := controlPlaneMachines(ctx, env, tcp)
+	g.Expect(err).NotTo(HaveOccurred())
+	leader, observer := watchLeadership(t, env, tcp, machines)
+	g.Expect(env.Client.Delete(ctx, leader)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(names()).NotTo(ContainElement(leader.Name))
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
+		g.Expect(tcp.Status.UpToDateReplicas).To(HaveValue(BeEquivalentTo(1)), "only the replacement is up to date")
+	}, 3*time.Minute, time.Second).Should(Succeed())
+	waitForMembershipOf(t, env, tcp, 3, 1)
+	movedFirst, sawRemoval := observer.stop()
+	g.Expect(sawRemoval).To(BeTrue(), "the leader's member was seen leaving etcd")
+	g.Expect(movedFirst).To(BeTrue(), "another member led etcd while the leaving one was still a member")
+}
+
+// leadershipObserver polls a node's view of etcd every 100 ms while the leader's member leaves.
+type leadershipObserver struct {
+	stopped chan struct{}
+	done    chan struct{}
+	// movedFirst: a leader other than the leaving member was seen while it was a member;
+	// removed: the leaving member was seen gone.
+	movedFirst, removed bool
+}
+
+// watchLeadership finds the Machine whose member leads etcd and starts watching, through
+// another node, for leadership to move away before that member leaves.
+func watchLeadership(t *testing.T, env *envtest.Environment, tcp *controlplanev1.TalosControlPlane, machines []clusterv1.Machine) (*clusterv1.Machine, *leadershipObserver) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	bundle, err := clustersecrets.Get(ctx, env.Client, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: tcp.Name, Namespace: tcp.Namespace}})
+	g.Expect(err).NotTo(HaveOccurred())
+	clients := map[string]talosclient.Client{}
+	for _, m := range machines {
+		c, err := talosclient.NewFactory().New(ctx, bundle, m.Status.Addresses[0].Address)
+		g.Expect(err).NotTo(HaveOccurred())
+		t.Cleanup(func() { _ = c.Close() })
+		clients[m.Name] = c
+	}
+	st, err := clients[machines[0].Name].EtcdStatus(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	var leader, witness *clusterv1.Machine
+	for i := range machines {
+		m := &machines[i]
+		id, err := strconv.ParseUint(m.Annotations[controlplanev1.EtcdMemberIDAnnotation], 16, 64)
+		g.Expect(err).NotTo(HaveOccurred())
+		if id == st.Leader {
+			leader = m
+		} else {
+			witness = m
+		}
+	}
+	g.Expect(leader).NotTo(BeNil(), "the leader %x is one of the Machines' members", st.Leader)
+	t.Logf("etcd leader: the member of Machine %s; watching through %s", leader.Name, witness.Name)
+	o := &leadershipObserver{stopped: make(chan struct{}), done: make(chan struct{})}
+	c := clients[witness.Name]
+	go func() {
+		defer close(o.done)
+		for {
+			select {
+			case <-o.stopped:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			members, err := c.EtcdMembers(ctx)
+			if err != nil {
+				continue
+			}
+			isMember := slices.ContainsFunc(members, func(m talosclient.Member) bool { return m.ID == st.Leader })
+			if !isMember {
+				o.removed = true
+				return
+			}
+			if now, err := c.EtcdStatus(ctx); err == nil && now.Leader != 0 && now.Leader != st.Leader {
+				o.movedFirst = true
+			}
+		}
+	}()
+	return leader, o
+}
+
+// stop ends the watch and says what it saw.
+func (o *leadershipObserver) stop() (movedFirst, removed bool) {
+	select {
+	case <-o.done:
+	default:
+		close(o.stopped)
+		<-o.done
+	}
+	return o.movedFirst, o.removed
 }
 
 // annotated returns a copy of m with the annotation set.

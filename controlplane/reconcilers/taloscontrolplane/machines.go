@@ -121,6 +121,10 @@ func (r *Reconciler) createMachine(ctx context.Context, s *scope) (ctrl.Result, 
 	annotations[ConfigHashAnnotation] = configHash(tcp.Spec.ControlPlaneConfig)
 	annotations[EtcdMemberHook] = ""
 	annotations[InfrastructureTemplateAnnotation] = tcp.Spec.MachineTemplate.Spec.InfrastructureRef.Name
+	if remediation, ok := tcp.Annotations[controlplanev1.RemediationInProgressAnnotation]; ok {
+		// The replacement of a remediated Machine: if it fails too, that is a retry.
+		annotations[controlplanev1.RemediationForAnnotation] = remediation
+	}
 
 	template, err := external.GetObjectFromContractVersionedRef(ctx, r.Client, tcp.Spec.MachineTemplate.Spec.InfrastructureRef, tcp.Namespace)
 	if err != nil {

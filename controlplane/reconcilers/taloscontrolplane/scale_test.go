@@ -118,6 +118,12 @@ func (w *writer) run(ctx context.Context, kube *kubernetes.Clientset) {
 // exactly the voting etcd members, and its status counts them.
 func waitForMembership(tb testing.TB, env *envtest.Environment, tcp *controlplanev1.TalosControlPlane, replicas int32) {
 	tb.Helper()
+	waitForMembershipOf(tb, env, tcp, replicas, replicas)
+}
+
+// waitForMembershipOf is waitForMembership with upToDate of the Machines up to date.
+func waitForMembershipOf(tb testing.TB, env *envtest.Environment, tcp *controlplanev1.TalosControlPlane, replicas, upToDate int32) {
+	tb.Helper()
 	ctx := tb.Context()
 	NewWithT(tb).Eventually(func(g Gomega) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
@@ -135,9 +141,12 @@ func waitForMembership(tb testing.TB, env *envtest.Environment, tcp *controlplan
 		members, err := etcdMembers(ctx, env, tcp, machines)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(members).To(Equal(names), "etcd members are exactly the Machines")
+		for _, m := range machines {
+			g.Expect(m.Annotations).To(HaveKey(controlplanev1.EtcdMemberIDAnnotation), "Machine %s records its etcd member", m.Name)
+		}
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
 		g.Expect(tcp.Status.Replicas).To(HaveValue(Equal(replicas)))
-		g.Expect(tcp.Status.UpToDateReplicas).To(HaveValue(Equal(replicas)))
+		g.Expect(tcp.Status.UpToDateReplicas).To(HaveValue(Equal(upToDate)))
 	}, 5*time.Minute, time.Second).Should(Succeed(), func() string {
 		return fmt.Sprintf("%d replicas; control plane conditions: %s", replicas, conditionSummary(tcp.Status.Conditions))
 	})

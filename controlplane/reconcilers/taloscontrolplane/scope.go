@@ -22,11 +22,15 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	etcdresource "github.com/siderolabs/talos/pkg/machinery/resources/etcd"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,6 +52,11 @@ type scope struct {
 	machines []*clusterv1.Machine
 	configs  map[string]*bootstrapv1.TalosConfig
 	bundle   *secrets.Bundle
+	// observed are the Machines as observed, by name: what patchMachineConditions compares
+	// with to write only the conditions this reconcile changed.
+	observed map[string]*clusterv1.Machine
+	// nodes is what each Machine's node said through the Talos API, by Machine name.
+	nodes map[string]*nodeReport
 	// etcd is the cluster's etcd as the control-plane nodes report it; nil when no node
 	// answered with a member list.
 	etcd *etcdState
@@ -55,19 +64,39 @@ type scope struct {
 	waiting string
 	// blocked says why a scale or rollout step is refused, for the conditions.
 	blocked string
-	// components are the problems of the control-plane components seen in the workload
-	// cluster; componentsErr says why they could not be seen.
-	components    []string
+	// due is how soon a step that waits without an event to wake it wants to be looked at
+	// again; zero for none.
+	due time.Duration
+	// components is the health of each Machine's control-plane components seen in the
+	// workload cluster, by Machine name; componentsErr says why they could not be seen.
+	components    map[string]*nodeComponents
 	componentsErr error
+}
+
+// nodeReport is what one control-plane node said of etcd.
+type nodeReport struct {
+	// members is the member list the node gave; listed says whether it gave one.
+	members []talosclient.Member
+	listed  bool
+	// noEtcd is true when the node answered that it runs no etcd member.
+	noEtcd bool
+	// status is the node's own member status, when it gave one.
+	status *talosclient.MemberStatus
+	// problem says what went wrong reaching the node or its member, for the conditions.
+	problem string
 }
 
 // etcdState is the etcd cluster as the nodes report it.
 type etcdState struct {
+	// members is the member list the nodes agree on (or most of them report).
 	members []talosclient.Member
-	// healthy holds the names of the members whose node answered their status without errors.
-	healthy map[string]bool
-	// leader is the name of the leading member, if known.
-	leader string
+	// agreement is how the nodes' member lists compare.
+	agreement controlplane.Agreement
+	// healthy holds the IDs of the members whose node answered their status without errors
+	// and knows a leader.
+	healthy map[uint64]bool
+	// leader is the ID of the leading member, if known.
+	leader uint64
 	// problems are the per-member findings, for the conditions.
 	problems []string
 }
@@ -75,7 +104,7 @@ type etcdState struct {
 // observe reads the control plane: its Machines, their TalosConfigs, the cluster's bundle
 // and, through the Talos API, etcd.
 func (r *Reconciler) observe(ctx context.Context, cluster *clusterv1.Cluster, tcp *controlplanev1.TalosControlPlane) (*scope, error) {
-	s := &scope{cluster: cluster, tcp: tcp, configs: map[string]*bootstrapv1.TalosConfig{}}
+	s := &scope{cluster: cluster, tcp: tcp, configs: map[string]*bootstrapv1.TalosConfig{}, nodes: map[string]*nodeReport{}}
 	machines := &clusterv1.MachineList{}
 	if err := r.Client.List(ctx, machines, client.InNamespace(tcp.Namespace), client.MatchingLabels(selectorLabels(cluster, tcp))); err != nil {
 		return nil, fmt.Errorf("failed to list control-plane Machines: %w", err)
@@ -102,21 +131,236 @@ func (r *Reconciler) observe(ctx context.Context, cluster *clusterv1.Cluster, tc
 		return nil, err
 	}
 	if s.bundle != nil && len(s.machines) > 0 {
-		s.etcd = r.observeEtcd(ctx, s)
+		s.nodes = r.askNodes(ctx, s)
+		s.etcd = s.etcdFromReports()
+		if err := r.recordMemberIDs(ctx, s); err != nil {
+			return nil, err
+		}
 	}
 	if s.initialized() {
 		s.components, s.componentsErr = r.observeComponents(ctx, s)
 	}
+	s.observed = map[string]*clusterv1.Machine{}
+	for _, m := range s.machines {
+		s.observed[m.Name] = m.DeepCopy()
+	}
 	return s, nil
+}
+
+// askNodes asks every control-plane node, concurrently, for its etcd member list and its
+// own member's status.
+func (r *Reconciler) askNodes(ctx context.Context, s *scope) map[string]*nodeReport {
+	reports := map[string]*nodeReport{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range s.machines {
+		address := machineAddress(m)
+		if address == "" {
+			continue
+		}
+		wg.Go(func() {
+			report := r.askNode(ctx, s.bundle, address)
+			mu.Lock()
+			reports[m.Name] = report
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return reports
+}
+
+// askNode asks one node for its member list and its member's status.
+func (r *Reconciler) askNode(ctx context.Context, bundle *secrets.Bundle, address string) *nodeReport {
+	report := &nodeReport{}
+	c, err := r.TalosClients.New(ctx, bundle, address)
+	if err != nil {
+		report.problem = err.Error()
+		return report
+	}
+	defer func() { _ = c.Close() }()
+	members, err := c.EtcdMembers(ctx)
+	switch {
+	case err == nil:
+		report.members, report.listed = members, true
+	case errors.Is(err, talosclient.ErrEtcdNotRunning):
+		report.noEtcd = true
+		return report
+	default:
+		ctrl.LoggerFrom(ctx).V(4).Info("No etcd member list from the node", "address", address, "reason", err.Error())
+	}
+	st, err := c.EtcdStatus(ctx)
+	switch {
+	case err == nil:
+		report.status = &st
+	case errors.Is(err, talosclient.ErrEtcdNotRunning):
+		report.noEtcd = !report.listed
+	default:
+		report.problem = err.Error()
+	}
+	return report
+}
+
+// etcdFromReports compares the member lists the nodes gave and works out which members are
+// healthy; nil when no node gave a list.
+func (s *scope) etcdFromReports() *etcdState {
+	views, recorded := s.views("")
+	if len(views) == 0 {
+		return nil
+	}
+	state := &etcdState{agreement: controlplane.Agree(views, recorded), healthy: map[uint64]bool{}}
+	for _, v := range views {
+		if idKeyOf(v.Members) == idKeyOf(state.agreement.Members) {
+			state.members = s.nodes[v.Machine].members
+			break
+		}
+	}
+	for _, m := range s.machines {
+		report := s.nodes[m.Name]
+		if report == nil {
+			continue
+		}
+		st := report.status
+		switch {
+		case st != nil && len(st.Errors) == 0 && st.Leader != 0:
+			// A member cut off from its peers still answers; it knows no leader.
+			state.healthy[st.ID] = true
+			state.leader = st.Leader
+		case st != nil && st.Leader == 0:
+			state.problems = append(state.problems, fmt.Sprintf("the etcd member of Machine %s knows no leader", m.Name))
+		case st != nil:
+			state.problems = append(state.problems, fmt.Sprintf("the etcd member of Machine %s reports: %s", m.Name, strings.Join(st.Errors, "; ")))
+		case report.noEtcd:
+			if recordedMemberID(m) != 0 && m.DeletionTimestamp.IsZero() {
+				state.problems = append(state.problems, fmt.Sprintf("the node of Machine %s runs no etcd member", m.Name))
+			}
+		case m.DeletionTimestamp.IsZero():
+			state.problems = append(state.problems, fmt.Sprintf("the etcd member of Machine %s is not reachable: %s", m.Name, report.problem))
+		}
+	}
+	return state
+}
+
+// views are the member lists the nodes gave, but that of the Machine named exclude, and the
+// member IDs recorded on the Machines.
+func (s *scope) views(exclude string) ([]controlplane.View, map[uint64]bool) {
+	var views []controlplane.View
+	recorded := map[uint64]bool{}
+	for _, m := range s.machines {
+		if id := recordedMemberID(m); id != 0 {
+			recorded[id] = true
+		}
+		if report := s.nodes[m.Name]; report != nil && report.listed && m.Name != exclude {
+			views = append(views, controlplane.View{Machine: m.Name, Members: modelMembers(report.members, nil)})
+		}
+	}
+	return views, recorded
+}
+
+// recordMemberIDs records on each Machine the member ID its node reported for itself, once
+// that member is in the cluster's member list: from then on the Machine's member is found
+// by this ID, never by a name.
+func (r *Reconciler) recordMemberIDs(ctx context.Context, s *scope) error {
+	if s.etcd == nil {
+		return nil
+	}
+	for _, m := range s.machines {
+		report := s.nodes[m.Name]
+		if report == nil || report.status == nil || report.status.ID == 0 || recordedMemberID(m) == report.status.ID {
+			continue
+		}
+		if !slices.ContainsFunc(s.etcd.members, func(member talosclient.Member) bool { return member.ID == report.status.ID }) {
+			continue
+		}
+		before := m.DeepCopy()
+		if m.Annotations == nil {
+			m.Annotations = map[string]string{}
+		}
+		m.Annotations[controlplanev1.EtcdMemberIDAnnotation] = etcdresource.FormatMemberID(report.status.ID)
+		if err := r.Client.Patch(ctx, m, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("failed to record the etcd member ID of Machine %s: %w", m.Name, err)
+		}
+		ctrl.LoggerFrom(ctx).Info("Recorded the etcd member of Machine", "Machine", klog.KObj(m), "memberID", etcdresource.FormatMemberID(report.status.ID),
+			"previous", before.Annotations[controlplanev1.EtcdMemberIDAnnotation])
+	}
+	return nil
+}
+
+// noMemberRecord is the value of EtcdMemberIDAnnotation by which a person records that a
+// Machine never joined etcd.
+const noMemberRecord = "none"
+
+// recordedNoMember reports whether a person recorded that m never joined etcd.
+func recordedNoMember(m *clusterv1.Machine) bool {
+	return m.Annotations[controlplanev1.EtcdMemberIDAnnotation] == noMemberRecord
+}
+
+// recordedMemberID is the etcd member ID recorded on m, or 0.
+func recordedMemberID(m *clusterv1.Machine) uint64 {
+	id, err := etcdresource.ParseMemberID(m.Annotations[controlplanev1.EtcdMemberIDAnnotation])
+	if err != nil {
+		return 0
+	}
+	return id
+}
+
+// modelMembers are members as the model sees them, healthy as healthy says.
+func modelMembers(members []talosclient.Member, healthy map[uint64]bool) []controlplane.Member {
+	out := make([]controlplane.Member, 0, len(members))
+	for _, member := range members {
+		out = append(out, controlplane.Member{ID: member.ID, Name: member.Name, Learner: member.Learner, Healthy: healthy[member.ID]})
+	}
+	return out
+}
+
+// idKeyOf identifies a member list by its member IDs.
+func idKeyOf(members []controlplane.Member) string {
+	ids := make([]uint64, 0, len(members))
+	for _, m := range members {
+		ids = append(ids, m.ID)
+	}
+	slices.Sort(ids)
+	return fmt.Sprint(ids)
 }
 
 // staticPods are the control-plane components Talos runs as static pods on every
 // control-plane node; the kubelet publishes a mirror Pod <component>-<node> for each.
 var staticPods = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"}
 
+// nodeComponents is the health of one Machine's Node and static pods in the workload cluster.
+type nodeComponents struct {
+	// node is the name of the Node looked for.
+	node string
+	// registered and ready describe the Node.
+	registered, ready bool
+	// pods holds, per static pod, whether its mirror Pod exists and whether it is Ready.
+	pods map[string]podHealth
+}
+
+type podHealth struct{ exists, ready bool }
+
+// problems are what is wrong with the node's components, in words for a condition.
+func (c *nodeComponents) problems() []string {
+	if !c.registered {
+		return []string{fmt.Sprintf("Node %s has not registered", c.node)}
+	}
+	var out []string
+	if !c.ready {
+		out = append(out, fmt.Sprintf("Node %s is not Ready", c.node))
+	}
+	for _, component := range staticPods {
+		switch pod := c.pods[component]; {
+		case !pod.exists:
+			out = append(out, fmt.Sprintf("%s on %s has no mirror Pod", component, c.node))
+		case !pod.ready:
+			out = append(out, fmt.Sprintf("%s on %s is not ready", component, c.node))
+		}
+	}
+	return out
+}
+
 // observeComponents reads the health of each control-plane node from the workload cluster:
 // its Node is Ready and the mirror Pods of its static pods are Ready.
-func (r *Reconciler) observeComponents(ctx context.Context, s *scope) ([]string, error) {
+func (r *Reconciler) observeComponents(ctx context.Context, s *scope) (map[string]*nodeComponents, error) {
 	if err := r.watchNodes(ctx, s); err != nil {
 		return nil, fmt.Errorf("no connection to the workload cluster yet: %w", err)
 	}
@@ -137,33 +381,46 @@ func (r *Reconciler) observeComponents(ctx context.Context, s *scope) ([]string,
 		readyPods[pod.Name] = podReady(&pod)
 	}
 	readyNodes := map[string]bool{}
+	byProviderID := map[string]string{}
 	for _, node := range nodes.Items {
+		readyNodes[node.Name] = false
 		for _, c := range node.Status.Conditions {
 			if c.Type == corev1.NodeReady {
 				readyNodes[node.Name] = c.Status == corev1.ConditionTrue
 			}
 		}
+		if node.Spec.ProviderID != "" {
+			byProviderID[node.Spec.ProviderID] = node.Name
+		}
 	}
-	var problems []string
-	for _, m := range s.active() {
+	out := map[string]*nodeComponents{}
+	for _, m := range s.machines {
 		name := nodeName(m, s.configs)
-		ready, found := readyNodes[name]
-		switch {
-		case !found:
-			problems = append(problems, fmt.Sprintf("Node %s has not registered", name))
-			continue
-		case !ready:
-			problems = append(problems, fmt.Sprintf("Node %s is not Ready", name))
+		if linked, ok := byProviderID[m.Spec.ProviderID]; ok && !m.Status.NodeRef.IsDefined() {
+			// Linked by the infrastructure provider, not yet seen by Cluster API: the Node may
+			// be named otherwise than the hostname (registerWithFQDN).
+			name = linked
 		}
+		ready, registered := readyNodes[name]
+		health := &nodeComponents{node: name, registered: registered, ready: ready, pods: map[string]podHealth{}}
 		for _, component := range staticPods {
-			if ready, found := readyPods[component+"-"+name]; !found {
-				problems = append(problems, fmt.Sprintf("%s on %s has no mirror Pod", component, name))
-			} else if !ready {
-				problems = append(problems, fmt.Sprintf("%s on %s is not ready", component, name))
-			}
+			ready, exists := readyPods[component+"-"+name]
+			health.pods[component] = podHealth{exists: exists, ready: ready}
+		}
+		out[m.Name] = health
+	}
+	return out, nil
+}
+
+// componentProblems are the problems of the active Machines' components, for the conditions.
+func (s *scope) componentProblems() []string {
+	var out []string
+	for _, m := range s.active() {
+		if c, ok := s.components[m.Name]; ok {
+			out = append(out, c.problems()...)
 		}
 	}
-	return problems, nil
+	return out
 }
 
 func podReady(pod *corev1.Pod) bool {
@@ -173,58 +430,6 @@ func podReady(pod *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-// observeEtcd asks every control-plane node for the member list and its own member's
-// status. The list is taken from the first node that gives one.
-func (r *Reconciler) observeEtcd(ctx context.Context, s *scope) *etcdState {
-	log := ctrl.LoggerFrom(ctx)
-	var state *etcdState
-	healthy := map[string]bool{}
-	var problems []string
-	leader := uint64(0)
-	for _, m := range s.machines {
-		address := machineAddress(m)
-		if address == "" {
-			continue
-		}
-		c, err := r.TalosClients.New(ctx, s.bundle, address)
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("node of Machine %s: %v", m.Name, err))
-			continue
-		}
-		if state == nil {
-			if members, err := c.EtcdMembers(ctx); err == nil {
-				state = &etcdState{members: members}
-			} else if !errors.Is(err, talosclient.ErrEtcdNotRunning) {
-				log.V(4).Info("No etcd member list from the node", "Machine", m.Name, "reason", err.Error())
-			}
-		}
-		st, err := c.EtcdStatus(ctx)
-		switch {
-		case err == nil && len(st.Errors) == 0 && st.Leader != 0:
-			// A member cut off from its peers still answers; it knows no leader.
-			healthy[nodeName(m, s.configs)] = true
-			leader = st.Leader
-		case err == nil && st.Leader == 0:
-			problems = append(problems, fmt.Sprintf("etcd member %s knows no leader", nodeName(m, s.configs)))
-		case err == nil:
-			problems = append(problems, fmt.Sprintf("etcd member %s reports: %s", nodeName(m, s.configs), strings.Join(st.Errors, "; ")))
-		case !errors.Is(err, talosclient.ErrEtcdNotRunning) || m.DeletionTimestamp.IsZero():
-			problems = append(problems, fmt.Sprintf("etcd member %s is not reachable: %v", nodeName(m, s.configs), err))
-		}
-		_ = c.Close()
-	}
-	if state == nil {
-		return nil
-	}
-	state.healthy, state.problems = healthy, problems
-	for _, member := range state.members {
-		if member.ID == leader {
-			state.leader = member.Name
-		}
-	}
-	return state
 }
 
 // selectorLabels select the Machines of a control plane.
@@ -261,6 +466,13 @@ func nodeName(m *clusterv1.Machine, configs map[string]*bootstrapv1.TalosConfig)
 	return configgen.Hostname(source, m.Name, m.Spec.InfrastructureRef.Name)
 }
 
+// lookAgain asks for the control plane to be reconciled again within d.
+func (s *scope) lookAgain(d time.Duration) {
+	if s.due == 0 || d < s.due {
+		s.due = d
+	}
+}
+
 // active are the Machines not being deleted.
 func (s *scope) active() []*clusterv1.Machine {
 	return slices.DeleteFunc(slices.Clone(s.machines), func(m *clusterv1.Machine) bool { return !m.DeletionTimestamp.IsZero() })
@@ -287,21 +499,16 @@ func (s *scope) model() controlplane.ControlPlane {
 	}
 	for _, m := range s.machines {
 		_, deleteRequested := m.Annotations[clusterv1.DeleteMachineAnnotation]
-		name := nodeName(m, s.configs)
-		_, isMember := s.memberOf(m)
-		unhealthy := isMember && !s.etcd.healthy[name]
+		member, isMember := s.memberOf(m)
+		report := s.nodes[m.Name]
 		cp.Machines = append(cp.Machines, controlplane.Machine{
-			Name: m.Name, NodeName: name, Created: m.CreationTimestamp.Time,
-			FailureDomain: m.Spec.FailureDomain, Deleting: !m.DeletionTimestamp.IsZero(),
-			DeleteRequested: deleteRequested, UpToDate: s.upToDate(m) == "", EtcdUnhealthy: unhealthy,
+			Name: m.Name, MemberID: recordedMemberID(m), NoMember: recordedNoMember(m) || (recordedMemberID(m) == 0 && report != nil && report.noEtcd),
+			Created: m.CreationTimestamp.Time, FailureDomain: m.Spec.FailureDomain, Deleting: !m.DeletionTimestamp.IsZero(),
+			DeleteRequested: deleteRequested, UpToDate: s.upToDate(m) == "", EtcdUnhealthy: isMember && !s.etcd.healthy[member.ID],
 		})
 	}
 	if s.etcd != nil {
-		for _, member := range s.etcd.members {
-			cp.Members = append(cp.Members, controlplane.Member{
-				ID: member.ID, Name: member.Name, Learner: member.Learner, Healthy: s.etcd.healthy[member.Name],
-			})
-		}
+		cp.Members = modelMembers(s.etcd.members, s.etcd.healthy)
 	}
 	return cp
 }
@@ -316,13 +523,14 @@ func (s *scope) machineByName(name string) *clusterv1.Machine {
 	return nil
 }
 
-// memberOf is the etcd member of m's node, if etcd is known and has one.
+// memberOf is the etcd member of m's node, found by the member ID recorded on m, if etcd is
+// known and has it.
 func (s *scope) memberOf(m *clusterv1.Machine) (talosclient.Member, bool) {
-	if s.etcd == nil {
+	id := recordedMemberID(m)
+	if s.etcd == nil || id == 0 {
 		return talosclient.Member{}, false
 	}
-	name := nodeName(m, s.configs)
-	i := slices.IndexFunc(s.etcd.members, func(member talosclient.Member) bool { return member.Name == name })
+	i := slices.IndexFunc(s.etcd.members, func(member talosclient.Member) bool { return member.ID == id })
 	if i < 0 {
 		return talosclient.Member{}, false
 	}
@@ -333,4 +541,21 @@ func (s *scope) memberOf(m *clusterv1.Machine) (talosclient.Member, bool) {
 func (s *scope) isVoter(m *clusterv1.Machine) bool {
 	member, ok := s.memberOf(m)
 	return ok && !member.Learner
+}
+
+// disagreement says why etcd membership must not change now: the nodes do not report one
+// and the same member list, or some node reports a second etcd cluster. The node of the
+// Machine named exclude is left out: removing that Machine is how a person repairs it.
+func (s *scope) disagreement(exclude string) string {
+	if s.etcd == nil {
+		return "no control-plane node answers with the etcd member list"
+	}
+	if s.etcd.agreement.Agree {
+		return ""
+	}
+	views, recorded := s.views(exclude)
+	if a := controlplane.Agree(views, recorded); len(views) > 0 && !a.Agree {
+		return "the control-plane nodes do not agree on etcd's members: " + strings.Join(a.Problems, "; ")
+	}
+	return ""
 }

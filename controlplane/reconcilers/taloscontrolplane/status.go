@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strings"
 
+	etcdresource "github.com/siderolabs/talos/pkg/machinery/resources/etcd"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/version"
@@ -31,6 +32,8 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
+	"github.com/talon-capi/talon/controlplane/pkg/controlplane"
+	"github.com/talon-capi/talon/controlplane/pkg/talosclient"
 )
 
 // ownedConditions are the conditions this controller writes.
@@ -109,7 +112,8 @@ func updateStatus(s *scope) {
 		conditions.Set(tcp, metav1.Condition{Type: controlplanev1.ControlPlaneComponentsHealthyCondition, Status: metav1.ConditionUnknown,
 			Reason: reasonUnknown, Message: orDefault(errorMessage(s.componentsErr), "The control plane is not initialized yet")})
 	default:
-		set(tcp, controlplanev1.ControlPlaneComponentsHealthyCondition, len(s.components) == 0, reasonProblems, strings.Join(s.components, "; "))
+		problems := s.componentProblems()
+		set(tcp, controlplanev1.ControlPlaneComponentsHealthyCondition, len(problems) == 0, reasonProblems, strings.Join(problems, "; "))
 	}
 	availableOK := initialized && s.etcd != nil && s.hasQuorum()
 	availableMessage := ""
@@ -158,24 +162,42 @@ func updateStatus(s *scope) {
 	}
 }
 
-// etcdHealth says whether every member is a healthy voter, and what is wrong otherwise.
+// etcdHealth says whether every member is a healthy voter that belongs to a Machine and
+// every node reports the same member list, and what is wrong otherwise.
 func (s *scope) etcdHealth() (bool, string) {
 	if s.etcd == nil {
 		return false, ""
 	}
 	var problems []string
-	for _, m := range s.etcd.members {
+	model := s.model()
+	for _, m := range model.Members {
 		switch {
 		case m.Learner:
-			problems = append(problems, fmt.Sprintf("etcd member %s is a learner", m.Name))
-		case !s.etcd.healthy[m.Name]:
-			problems = append(problems, fmt.Sprintf("etcd member %s is not healthy", m.Name))
+			problems = append(problems, fmt.Sprintf("etcd member %s is a learner", controlplane.DescribeMember(m)))
+		case !m.Healthy:
+			problems = append(problems, fmt.Sprintf("etcd member %s is not healthy", controlplane.DescribeMember(m)))
+		}
+	}
+	if len(model.Unidentified()) == 0 {
+		for _, m := range model.Unclaimed() {
+			problems = append(problems, fmt.Sprintf("etcd member %s belongs to no Machine", controlplane.DescribeMember(m)))
+		}
+	}
+	for _, m := range s.active() {
+		if id := recordedMemberID(m); id != 0 && !s.isMemberID(id) {
+			problems = append(problems, fmt.Sprintf("Machine %s is not an etcd member: its member %s is not in etcd's member list", m.Name, etcdresource.FormatMemberID(id)))
 		}
 	}
 	problems = append(problems, s.etcd.problems...)
 	slices.Sort(problems)
-	problems = slices.Compact(problems)
+	// Disagreement first: it blocks every membership change.
+	problems = append(slices.Clone(s.etcd.agreement.Problems), slices.Compact(problems)...)
 	return len(problems) == 0, strings.Join(problems, "; ")
+}
+
+// isMemberID reports whether id is in etcd's member list.
+func (s *scope) isMemberID(id uint64) bool {
+	return s.etcd != nil && slices.ContainsFunc(s.etcd.members, func(m talosclient.Member) bool { return m.ID == id })
 }
 
 // hasQuorum reports whether the healthy voters are a quorum.
@@ -184,7 +206,7 @@ func (s *scope) hasQuorum() bool {
 	for _, m := range s.etcd.members {
 		if !m.Learner {
 			voters++
-			if s.etcd.healthy[m.Name] {
+			if s.etcd.healthy[m.ID] {
 				healthy++
 			}
 		}

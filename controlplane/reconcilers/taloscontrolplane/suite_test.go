@@ -72,6 +72,8 @@ type simInfra struct {
 	client client.Client
 	prefix string // e.g. 127.0.47.
 	lb     *simtest.LoadBalancer
+	// domain is the domain every node gets from the platform, as from a site's DHCP server.
+	domain string
 
 	mu    sync.Mutex
 	next  int
@@ -152,7 +154,7 @@ func (s *simInfra) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		s.next++
 		var err error
 		n, err = sim.NewNode(sim.Options{
-			Address: fmt.Sprintf("%s%d", s.prefix, s.next), StateDir: s.t.TempDir(), BinDir: envtest.BinDir(),
+			Address: fmt.Sprintf("%s%d", s.prefix, s.next), StateDir: s.t.TempDir(), BinDir: envtest.BinDir(), Domainname: s.domain,
 			Log: testr.NewWithInterface(s.t, testr.Options{Verbosity: 0}),
 		})
 		if err == nil {
@@ -226,6 +228,13 @@ func (s *simInfra) powerOff(name string) {
 	if n, ok := s.nodes[name]; ok {
 		n.PowerOff()
 	}
+}
+
+// node is the simulated node of the infrastructure machine name, or nil.
+func (s *simInfra) node(name string) *sim.Node {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nodes[name]
 }
 
 // updateBackends points the load balancer at every running node (workers do not listen on
