@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -194,15 +195,31 @@ func (s *suite) quickstart() client.Client {
 		g.Expect(status).To(ContainSubstring(m.Name))
 	}
 	g.Expect(status).To(ContainSubstring("ETCD MEMBER"))
-	g.Expect(status).To(ContainSubstring("healthy"))
+	// One row per member: name, 16-digit ID, peer URLs, voter, healthy ("unhealthy" is not).
+	memberRows := regexp.MustCompile(`(?m)^\S+\s+[0-9a-f]{16}\s+\S+\s+voter\s+healthy\s*$`).FindAllString(status, -1)
+	g.Expect(memberRows).To(HaveLen(1), "the control plane's one etcd member is a healthy voter:\n%s", status)
+	g.Expect(status).NotTo(ContainSubstring("unhealthy"))
 
-	t.Log("clusterctl describe shows Talon's objects and conditions")
-	describe, err := plane.RunClusterctl(s.t.Context(), s.bin, p.Kubeconfig(), nil, nil, "describe", "cluster", "e2e", "-n", "default", "--show-conditions", "all")
+	t.Log("clusterctl describe shows Talon's objects and conditions, etcd healthy and every control-plane Machine up to date")
+	describe, err := plane.RunClusterctl(s.t.Context(), s.bin, p.Kubeconfig(), nil, nil, "describe", "cluster", "e2e", "-n", "default",
+		"--show-conditions", "all", "--grouping=false")
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Logf("clusterctl describe cluster e2e:\n%s", describe)
 	g.Expect(string(describe)).To(ContainSubstring("TalosControlPlane default/e2e-control-plane"))
-	g.Expect(string(describe)).To(ContainSubstring("EtcdClusterHealthy"))
+	g.Expect(string(describe)).To(MatchRegexp(`EtcdClusterHealthy\s+True\b`))
 	g.Expect(string(describe)).To(ContainSubstring("TalosDockerCluster default/e2e"))
+	controlPlane := 0
+	for _, m := range machines.Items {
+		if _, ok := m.Labels[clusterv1.MachineControlPlaneLabel]; !ok {
+			continue
+		}
+		controlPlane++
+		// The row of a Machine: its available, ready and up-to-date counters.
+		row := regexp.MustCompile(`Machine default/` + regexp.QuoteMeta(m.Name) + `\s+(\d+)\s+(\d+)\s+(\d+)`).FindStringSubmatch(string(describe))
+		g.Expect(row).NotTo(BeNil(), "clusterctl describe has a row for Machine %s", m.Name)
+		g.Expect(row[3]).To(Equal("1"), "clusterctl describe shows Machine %s up to date", m.Name)
+	}
+	g.Expect(controlPlane).To(Equal(1))
 	return mgmt
 }
 
