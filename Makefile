@@ -30,7 +30,7 @@ SIM_IMAGE ?= $(IMAGE_REGISTRY)/talon-sim:$(IMAGE_TAG)
 
 # The layers a test run must not skip (see docs/development.md).
 TALON_REQUIRE ?= envtest,docker,e2e,netns,qemu
-TEST_TIMEOUT ?= 30m
+TEST_TIMEOUT ?= 45m
 
 CONTROLLER_GEN := $(BIN)/controller-gen
 KUSTOMIZE := $(BIN)/kustomize
