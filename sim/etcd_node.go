@@ -71,6 +71,7 @@ func (n *Node) bootstrapEtcd(ctx context.Context) error {
 	}
 	n.mu.Lock()
 	n.etcd = member
+	n.bootstrapped++
 	n.mu.Unlock()
 	n.watchRemoval(member)
 	n.opts.Log.Info("Bootstrapped etcd", "member", name)
@@ -169,4 +170,12 @@ func (n *Node) SplitEtcd(ctx context.Context) error {
 	n.watchRemoval(member)
 	n.opts.Log.Info("Fault: etcd split off into a cluster of its own", "member", name)
 	return nil
+}
+
+// Bootstraps is how many times this node started a new etcd cluster through Bootstrap: a
+// control plane bootstraps once in its life, so tests count this across their nodes.
+func (n *Node) Bootstraps() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.bootstrapped
 }

@@ -111,9 +111,15 @@ func (s *machineService) Bootstrap(ctx context.Context, _ *machine.BootstrapRequ
 	return &machine.BootstrapResponse{Messages: []*machine.Bootstrap{{Metadata: s.metadata()}}}, nil
 }
 
-// EtcdMemberList lists the members of the etcd cluster this node belongs to.
-func (s *machineService) EtcdMemberList(ctx context.Context, _ *machine.EtcdMemberListRequest) (*machine.EtcdMemberListResponse, error) {
+// EtcdMemberList lists the members of the etcd cluster this node belongs to, as its own
+// member sees them. With query_local Talos asks the local member and fails when it is not
+// serving; without, Talos asks any control-plane node, which the simulator does not do yet:
+// it answers from its own member, or FailedPrecondition without one.
+func (s *machineService) EtcdMemberList(ctx context.Context, req *machine.EtcdMemberListRequest) (*machine.EtcdMemberListResponse, error) {
 	m, err := s.node.etcdMember()
+	if err != nil && req.GetQueryLocal() {
+		return nil, status.Error(codes.Unavailable, "connection error: desc = \"transport: Error while dialing: dial tcp 127.0.0.1:2379: connect: connection refused\"")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +188,8 @@ func (s *machineService) EtcdForfeitLeadership(ctx context.Context, _ *machine.E
 func (s *machineService) EtcdStatus(context.Context, *emptypb.Empty) (_ *machine.EtcdStatusResponse, err error) {
 	m, err := s.node.etcdMember()
 	if err != nil {
-		return nil, err
+		// Talos asks its local etcd and wraps the client's error: gRPC code Unknown.
+		return nil, status.Error(codes.Unknown, "failed to query etcd status: dial tcp 127.0.0.1:2379: connect: connection refused")
 	}
 	srv := m.server.Server
 	stopping := status.Error(codes.Unavailable, "this etcd member is stopping")

@@ -115,6 +115,8 @@ type Node struct {
 	clientCAs         *stdx509.CertPool
 	etcd              *etcdMember
 	bootstrapping     bool
+	// bootstrapped counts the successful Bootstrap calls this node answered.
+	bootstrapped int
 	apiServer         *component
 	controllerManager *component
 	// kubelet is the kubelet stand-in's client, once it runs.

@@ -214,10 +214,11 @@ func (s *suite) quickstart() client.Client {
 			continue
 		}
 		controlPlane++
-		// The row of a Machine: its available, ready and up-to-date counters.
-		row := regexp.MustCompile(`Machine default/` + regexp.QuoteMeta(m.Name) + `\s+(\d+)\s+(\d+)\s+(\d+)`).FindStringSubmatch(string(describe))
+		// The row of a Machine, "Machine default/<name>, <version>": its replicas, available,
+		// ready and up-to-date counters.
+		row := regexp.MustCompile(`Machine default/` + regexp.QuoteMeta(m.Name) + `(?:, \S+)?\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)`).FindStringSubmatch(string(describe))
 		g.Expect(row).NotTo(BeNil(), "clusterctl describe has a row for Machine %s", m.Name)
-		g.Expect(row[3]).To(Equal("1"), "clusterctl describe shows Machine %s up to date", m.Name)
+		g.Expect(row[4]).To(Equal("1"), "clusterctl describe shows Machine %s up to date", m.Name)
 	}
 	g.Expect(controlPlane).To(Equal(1))
 	return mgmt

@@ -25,9 +25,11 @@ const (
 	// bootstrapped while that Machine exists (docs/controlplane.md has the rule).
 	BootstrapMachineAnnotation = "controlplane.cluster.x-k8s.io/bootstrap-machine"
 
-	// EtcdClusterAnnotation, on the TalosControlPlane, records that etcd was formed: the
-	// member ID (hex) of the first member the bootstrapped node reported. The Talos API does
-	// not expose etcd's cluster ID; this ID names the cluster in conditions and logs.
+	// EtcdClusterAnnotation, on the TalosControlPlane, records that etcd was formed and the
+	// control plane served (its API server answered): the member ID (hex) of the bootstrapped
+	// node's member. From then on etcd is never bootstrapped again and the membership safety
+	// checks hold even where status was lost (clusterctl move). The Talos API does not expose
+	// etcd's cluster ID; this ID names the cluster.
 	EtcdClusterAnnotation = "controlplane.cluster.x-k8s.io/etcd-cluster"
 
 	// EtcdMemberIDAnnotation, on a control-plane Machine, is the etcd member ID (hex) its node

@@ -25,7 +25,8 @@ import (
 func TestAgree(t *testing.T) {
 	abc := []Member{{ID: 0xa, Name: "a"}, {ID: 0xb, Name: "b"}, {ID: 0xc, Name: "c"}}
 	ab := abc[:2]
-	own := []Member{{ID: 0xf, Name: "c"}}
+	// An ID that sorts before the others: only the recorded members can make abc the cluster's.
+	own := []Member{{ID: 0x1, Name: "c"}}
 	cases := []struct {
 		name     string
 		views    []View
@@ -38,7 +39,7 @@ func TestAgree(t *testing.T) {
 		{name: "no answer", views: nil, agree: false},
 		{name: "all the same, in any order", views: []View{{"m1", abc}, {"m2", []Member{abc[2], abc[0], abc[1]}}}, agree: true, members: abc},
 		{name: "a node with a list of its own cluster", views: []View{{"m1", abc}, {"m2", abc}, {"m3", own}}, members: abc, foreign: []string{"m3"},
-			problem: "the node of Machine m3 reports a different etcd cluster (members c (000000000000000f)), not the cluster's (members a (000000000000000a), b (000000000000000b), c (000000000000000c))"},
+			problem: "the node of Machine m3 reports a different etcd cluster (members c (0000000000000001)), not the cluster's (members a (000000000000000a), b (000000000000000b), c (000000000000000c))"},
 		{name: "a node behind on a membership change", views: []View{{"m1", abc}, {"m2", abc}, {"m3", ab}}, members: abc,
 			problem: "the node of Machine m3 reports members a (000000000000000a), b (000000000000000b), other nodes a (000000000000000a), b (000000000000000b), c (000000000000000c)"},
 		{name: "one against one: the recorded members decide", views: []View{{"m1", own}, {"m2", abc}}, recorded: map[uint64]bool{0xa: true},

@@ -101,10 +101,17 @@ func (cp ControlPlane) Unclaimed() []Member {
 	return out
 }
 
-// Unidentified are the Machines that may have an etcd member nobody can name: no member ID
-// is known for them and their node has not said that it runs none.
+// Unidentified are the Machines that may have an etcd member nobody can name: their node has
+// not said that it runs none, and no member ID is known for them or the one recorded is not
+// in the list (the node may have rejoined with a new member).
 func (cp ControlPlane) Unidentified() []Machine {
-	return slices.DeleteFunc(slices.Clone(cp.Machines), func(m Machine) bool { return m.MemberID != 0 || m.NoMember })
+	return slices.DeleteFunc(slices.Clone(cp.Machines), func(m Machine) bool {
+		if m.NoMember {
+			return true
+		}
+		_, isMember := cp.MemberOf(m)
+		return isMember
+	})
 }
 
 // CanRemoveMember says whether removing member id keeps etcd able to accept writes: the

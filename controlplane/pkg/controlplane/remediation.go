@@ -72,7 +72,7 @@ func (p RetryPolicy) NextRemediation(machine string, previous *Remediation, now 
 		return next, fmt.Sprintf("the remediation of Machine %s, which this Machine replaced, started less than retryPeriodSeconds (%s) ago", previous.Machine, p.RetryPeriod), ""
 	}
 	if p.MaxRetry != nil && next.RetryCount >= *p.MaxRetry {
-		return next, "", fmt.Sprintf("remediation already failed %d times in a row (remediation.maxRetry is %d): replace the Machine by hand, or raise maxRetry", next.RetryCount, *p.MaxRetry)
+		return next, "", fmt.Sprintf("remediation.maxRetry (%d) is reached: this Machine replaces one remediated within minHealthyPeriodSeconds, after %d retries; replace it by hand, or raise maxRetry", *p.MaxRetry, next.RetryCount)
 	}
 	next.RetryCount++
 	return next, "", ""

@@ -66,10 +66,12 @@ type Client interface {
 	// when the node already has etcd data (Talos answers AlreadyExists); ErrNotReady when the
 	// node cannot bootstrap yet (FailedPrecondition: still booting, time not in sync).
 	Bootstrap(ctx context.Context) error
-	// EtcdMembers lists the members of the node's etcd cluster. ErrEtcdNotRunning when the
-	// node runs no etcd member (yet).
+	// EtcdMembers lists the members of etcd as the node's own member sees them (Talos'
+	// query_local: without it Talos asks any control-plane node, and a node of a second etcd
+	// cluster could answer with the first one's list).
 	EtcdMembers(ctx context.Context) ([]Member, error)
-	// EtcdStatus is the node's member status.
+	// EtcdStatus is the node's own member status. Talos reads it from the node's local etcd,
+	// so it fails on a node whose etcd is not serving.
 	EtcdStatus(ctx context.Context) (MemberStatus, error)
 	// EtcdRemoveMember removes a member by ID, through this node.
 	EtcdRemoveMember(ctx context.Context, id uint64) error
@@ -87,7 +89,6 @@ type Client interface {
 var (
 	ErrAlreadyBootstrapped = errors.New("etcd is already bootstrapped on this node")
 	ErrNotReady            = errors.New("the node is not ready to bootstrap etcd yet")
-	ErrEtcdNotRunning      = errors.New("etcd is not running on this node")
 )
 
 // Factory makes clients of the nodes of a cluster.
@@ -162,10 +163,7 @@ func (c *client) Bootstrap(ctx context.Context) error {
 func (c *client) EtcdMembers(ctx context.Context) ([]Member, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	resp, err := c.c.EtcdMemberList(ctx, &machine.EtcdMemberListRequest{})
-	if status.Code(err) == codes.FailedPrecondition {
-		return nil, fmt.Errorf("%w: %w", ErrEtcdNotRunning, c.wrap(err, "etcd member list"))
-	}
+	resp, err := c.c.EtcdMemberList(ctx, &machine.EtcdMemberListRequest{QueryLocal: true})
 	if err != nil {
 		return nil, c.wrap(err, "etcd member list")
 	}
@@ -182,9 +180,6 @@ func (c *client) EtcdStatus(ctx context.Context) (MemberStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	resp, err := c.c.EtcdStatus(ctx)
-	if status.Code(err) == codes.FailedPrecondition {
-		return MemberStatus{}, fmt.Errorf("%w: %w", ErrEtcdNotRunning, c.wrap(err, "etcd status"))
-	}
 	if err != nil {
 		return MemberStatus{}, c.wrap(err, "etcd status")
 	}

@@ -65,6 +65,10 @@ const finalizer = "controlplane.cluster.x-k8s.io/taloscontrolplane"
 // be promoted, a Machine to go) is looked at again; Machine events usually come sooner.
 const converging = 2 * time.Second
 
+// unhealthyRecheck is how soon a control plane whose etcd or components are unhealthy is
+// looked at again without an event.
+const unhealthyRecheck = 20 * time.Second
+
 // Reconciler creates, scales, rolls out and deletes the control-plane Machines of a
 // TalosControlPlane without losing etcd quorum.
 type Reconciler struct {
@@ -211,6 +215,11 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 		return result, err
 	}
 	result, err := r.reconcileMachines(ctx, s)
+	if healthy, _ := s.etcdHealth(); s.initialized() && (!healthy || s.componentsErr != nil || len(s.componentProblems()) > 0) {
+		// Pods and etcd health send no events: look again while something is wrong, so that
+		// the conditions a MachineHealthCheck may watch stay current.
+		s.lookAgain(unhealthyRecheck)
+	}
 	if s.due > 0 && (result.RequeueAfter == 0 || s.due < result.RequeueAfter) {
 		result.RequeueAfter = s.due
 	}

@@ -58,13 +58,11 @@ func (r *Reconciler) reconcileInitialization(ctx context.Context, s *scope) (ctr
 	if len(active) == 0 && s.tcp.Annotations[controlplanev1.BootstrapMachineAnnotation] == "" {
 		return r.createMachine(ctx, s)
 	}
-	if s.etcd != nil {
-		// etcd answers: it is bootstrapped. Record that it was formed, and by whom.
-		if err := r.recordEtcdCluster(ctx, s); err != nil {
-			return ctrl.Result{}, err
+	if s.etcd == nil {
+		// No node answers with etcd's members: bootstrap (once, on the recorded Machine).
+		if result, err := r.bootstrapRecordedMachine(ctx, s); err != nil || !result.IsZero() {
+			return result, err
 		}
-	} else if result, err := r.bootstrapRecordedMachine(ctx, s); err != nil || !result.IsZero() {
-		return result, err
 	}
 	kube, err := r.workloadClient(ctx, s)
 	if err == nil {
@@ -73,6 +71,12 @@ func (r *Reconciler) reconcileInitialization(ctx context.Context, s *scope) (ctr
 	if err != nil {
 		s.waiting = fmt.Sprintf("etcd is bootstrapped; waiting for the workload API server: %v", err)
 		return ctrl.Result{RequeueAfter: converging}, nil
+	}
+	if s.etcd != nil {
+		// The record that the cluster served comes before the status that says so.
+		if err := r.recordEtcdCluster(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	log.Info("The control plane is initialized")
 	s.tcp.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
@@ -146,11 +150,11 @@ func (r *Reconciler) bootstrapRecordedMachine(ctx context.Context, s *scope) (ct
 }
 
 // whyNoRebootstrap says why another Machine may not be bootstrapped, or "": it may once
-// etcd was never recorded as formed and every active Machine's node answers that it runs no
-// etcd member.
+// the control plane was never recorded as having served (EtcdClusterAnnotation) and every
+// active Machine's node answers while its etcd does not.
 func (s *scope) whyNoRebootstrap() string {
 	if id := s.tcp.Annotations[controlplanev1.EtcdClusterAnnotation]; id != "" {
-		return fmt.Sprintf("etcd was formed (member %s, annotation %s); restore it from a backup instead", id, controlplanev1.EtcdClusterAnnotation)
+		return fmt.Sprintf("this control plane's etcd served the cluster (member %s, annotation %s); restore it from a backup instead", id, controlplanev1.EtcdClusterAnnotation)
 	}
 	for _, m := range s.active() {
 		if report := s.nodes[m.Name]; report == nil || !report.noEtcd {
@@ -160,8 +164,10 @@ func (s *scope) whyNoRebootstrap() string {
 	return ""
 }
 
-// recordEtcdCluster records, once, that etcd was formed: the ID of the first member the
-// bootstrapped Machine's node (or any node) reports.
+// recordEtcdCluster records, once, that etcd was formed and the control plane served: the
+// ID of the bootstrapped Machine's member (or of the first member listed). From then on the
+// safety checks hold even where status was lost (clusterctl move), and etcd is never
+// bootstrapped again.
 func (r *Reconciler) recordEtcdCluster(ctx context.Context, s *scope) error {
 	if s.tcp.Annotations[controlplanev1.EtcdClusterAnnotation] != "" || len(s.etcd.members) == 0 {
 		return nil
@@ -271,13 +277,14 @@ func (s *scope) memberToRemove(m *clusterv1.Machine) (member talosclient.Member,
 	case recordedNoMember(m):
 		// A person recorded that it never joined etcd.
 		return talosclient.Member{}, false, true, ""
-	case s.etcd == nil && !s.initialized():
-		// Never initialized and no node has etcd: any member it had goes with its node.
+	case s.etcd == nil && !s.etcdFormed():
+		// Never served and no node has etcd: any member it had goes with its node.
 		return talosclient.Member{}, false, true, ""
 	case s.etcd == nil:
 		return talosclient.Member{}, false, false, "no control-plane node answers with the etcd member list"
-	case recordedMemberID(m) != 0 && s.disagreement(m.Name) == "":
-		// Recorded, and not in the list the nodes agree on: it was removed already.
+	case recordedMemberID(m) != 0 && s.disagreement(m.Name) == "" && (len(unclaimed) == 0 || (report != nil && report.noEtcd)):
+		// Recorded, and not in the list the nodes agree on: it was removed already (a node that
+		// rejoined with a new member would leave that member unclaimed).
 		return talosclient.Member{}, false, true, ""
 	case report != nil && report.noEtcd && recordedMemberID(m) == 0:
 		// Its node says it runs no member, and none was ever recorded.
@@ -285,13 +292,13 @@ func (s *scope) memberToRemove(m *clusterv1.Machine) (member talosclient.Member,
 	case recordedMemberID(m) == 0 && len(unclaimed) == 0:
 		// Every member belongs to another Machine: this one has none.
 		return talosclient.Member{}, false, true, ""
-	case recordedMemberID(m) == 0:
+	case recordedMemberID(m) == 0 || len(unclaimed) > 0:
 		names := make([]string, 0, len(unclaimed))
 		for _, u := range unclaimed {
 			names = append(names, controlplane.DescribeMember(u))
 		}
 		return talosclient.Member{}, false, false, fmt.Sprintf(
-			"the etcd member of Machine %s cannot be identified: no member ID is recorded for it and its node does not answer; members no Machine claims: %s. "+
+			"the etcd member of Machine %s cannot be identified: its recorded member ID is missing or not in etcd, and its node does not say; members no Machine claims: %s. "+
 				"If one of them is this Machine's, record it with annotation %s=<id> on the Machine (or remove it with talosctl etcd remove-member); "+
 				"if none is, the Machine never joined etcd: record annotation %s=none",
 			m.Name, strings.Join(names, ", "), controlplanev1.EtcdMemberIDAnnotation, controlplanev1.EtcdMemberIDAnnotation)

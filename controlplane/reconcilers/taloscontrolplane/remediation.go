@@ -19,6 +19,7 @@ package taloscontrolplane
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,24 +41,12 @@ import (
 // and the scale-up that follows creates its replacement. Why a Machine is not remediated yet
 // is written to its OwnerRemediated condition. A non-zero result ends the reconcile.
 func (r *Reconciler) reconcileRemediation(ctx context.Context, s *scope) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
-	inProgress, hasInProgress := s.tcp.Annotations[controlplanev1.RemediationInProgressAnnotation]
-	if hasInProgress {
-		record, err := controlplane.ParseRemediation(inProgress)
-		if err != nil {
+	if record, ok, err := r.remediationInProgress(ctx, s); err != nil || ok {
+		if err != nil || s.machineByName(record.Machine) == nil || !s.machineByName(record.Machine).DeletionTimestamp.IsZero() {
 			return ctrl.Result{}, err
 		}
-		for _, m := range s.machines {
-			// Creation times have whole seconds: a replacement made in the same second counts.
-			if m.Name != record.Machine && !m.CreationTimestamp.Time.Before(record.Timestamp.Truncate(time.Second)) {
-				// The replacement exists (and carries the record): the remediation is done.
-				if err := r.patchAnnotations(ctx, s.tcp, map[string]string{controlplanev1.RemediationInProgressAnnotation: ""}); err != nil {
-					return ctrl.Result{}, err
-				}
-				hasInProgress = false
-				break
-			}
-		}
+		// Recorded, and the Machine not deleted: a manager stopped between the two. Finish it.
+		return r.remediate(ctx, s, s.machineByName(record.Machine), record)
 	}
 	var candidates []controlplane.Candidate
 	for _, m := range s.machines {
@@ -83,11 +72,6 @@ func (r *Reconciler) reconcileRemediation(ctx context.Context, s *scope) (ctrl.R
 	if !m.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	log = log.WithValues("Machine", klog.KObj(m))
-	if hasInProgress {
-		return r.deferRemediation(s, m, controlplanev1.RemediationDeferredReason, "another remediation is in progress: waiting for its replacement Machine to be created")
-	}
-
 	var previous *controlplane.Remediation
 	if value, ok := m.Annotations[controlplanev1.RemediationForAnnotation]; ok {
 		record, err := controlplane.ParseRemediation(value)
@@ -103,24 +87,59 @@ func (r *Reconciler) reconcileRemediation(ctx context.Context, s *scope) (ctrl.R
 	case deferred != "":
 		return r.deferRemediation(s, m, controlplanev1.RemediationDeferredReason, deferred)
 	}
+	return r.remediate(ctx, s, m, next)
+}
 
-	if s.initialized() {
-		if reason, why := s.whyNotRemediate(m); why != "" {
-			return r.deferRemediation(s, m, reason, why)
-		}
-		if result := r.checkRemoval(ctx, s, m); !result.IsZero() {
-			reason := controlplanev1.RemediationDeferredReason
-			if member, ok := s.memberOf(m); ok && s.model().CanRemoveMember(member.ID) != nil {
-				reason = controlplanev1.CannotBeRemediatedReason
+// remediationInProgress reads the record of a remediation whose replacement is not created
+// yet (ok). It clears a record that is done: its replacement exists, or its Machine is gone
+// and the control plane needs no replacement.
+func (r *Reconciler) remediationInProgress(ctx context.Context, s *scope) (controlplane.Remediation, bool, error) {
+	value, ok := s.tcp.Annotations[controlplanev1.RemediationInProgressAnnotation]
+	if !ok {
+		return controlplane.Remediation{}, false, nil
+	}
+	record, err := controlplane.ParseRemediation(value)
+	if err != nil {
+		return controlplane.Remediation{}, false, err
+	}
+	// Creation times have whole seconds: a replacement made in the same second counts.
+	replaced := slices.ContainsFunc(s.machines, func(m *clusterv1.Machine) bool {
+		return m.Name != record.Machine && !m.CreationTimestamp.Time.Before(record.Timestamp.Truncate(time.Second))
+	})
+	gone := s.machineByName(record.Machine) == nil
+	if replaced || (gone && len(s.active()) >= int(ptr.Deref(s.tcp.Spec.Replicas, 1))) {
+		return controlplane.Remediation{}, false, r.patchAnnotations(ctx, s.tcp, map[string]string{controlplanev1.RemediationInProgressAnnotation: ""})
+	}
+	return record, true, nil
+}
+
+// remediate deletes the unhealthy Machine m once that is safe, recording the remediation
+// next first. A Machine that may not go now gets the reason on its OwnerRemediated condition.
+func (r *Reconciler) remediate(ctx context.Context, s *scope, m *clusterv1.Machine, next controlplane.Remediation) (ctrl.Result, error) {
+	if s.etcdFormed() {
+		why, reason := "", ""
+		if reason, why = s.whyNotRemediate(m); why == "" {
+			if result := r.checkRemoval(ctx, s, m); !result.IsZero() {
+				reason = controlplanev1.RemediationDeferredReason
+				if member, ok := s.memberOf(m); ok && s.model().CanRemoveMember(member.ID) != nil {
+					reason = controlplanev1.CannotBeRemediatedReason
+				}
+				// The Machine's condition says it; the control plane's conditions stay about etcd.
+				why, s.blocked = s.blocked, ""
 			}
-			// The Machine's condition says it; the control plane's conditions stay about etcd.
-			why := s.blocked
-			s.blocked = ""
+		}
+		if why != "" {
+			if s.tcp.Annotations[controlplanev1.RemediationInProgressAnnotation] != "" {
+				// A remediation recorded but not carried out, no longer safe: forget it.
+				if err := r.patchAnnotations(ctx, s.tcp, map[string]string{controlplanev1.RemediationInProgressAnnotation: ""}); err != nil {
+					return ctrl.Result{}, err
+				}
+			}
 			return r.deferRemediation(s, m, reason, why)
 		}
 	}
-
-	// The record comes first: a restarted manager knows the replacement is a remediation's.
+	log := ctrl.LoggerFrom(ctx).WithValues("Machine", klog.KObj(m))
+	// The record comes first: a restarted manager finishes it, and the replacement carries it.
 	if err := r.patchAnnotations(ctx, s.tcp, map[string]string{controlplanev1.RemediationInProgressAnnotation: next.Marshal()}); err != nil {
 		return ctrl.Result{}, err
 	}

@@ -152,7 +152,7 @@ func TestRemediation(t *testing.T) {
 		c := ownerRemediated(ctx, g, env, ns, replacement.Name)
 		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.Reason).To(Equal(controlplanev1.CannotBeRemediatedReason))
-		g.Expect(c.Message).To(ContainSubstring("remediation.maxRetry is 0"))
+		g.Expect(c.Message).To(ContainSubstring("remediation.maxRetry (0) is reached"))
 	}, 2*time.Minute, time.Second).Should(Succeed())
 
 	t.Logf("Asking for %s to be remediated too (cluster.x-k8s.io/remediate-machine): removing it would leave one healthy member of two", second.Name)

@@ -217,5 +217,6 @@ func surviveKills(tb testing.TB, kills int) (lastStart time.Time) {
 		g.Expect(tcp.Status.UpToDateReplicas).To(HaveValue(BeEquivalentTo(3)), "the rollout finished")
 		g.Expect(tcp.Annotations).To(HaveKey(controlplanev1.BootstrapMachineAnnotation))
 	}, 3*time.Minute, time.Second).Should(Succeed())
+	g.Expect(infra.bootstraps()).To(Equal(1), "etcd was bootstrapped exactly once, on one node")
 	return lastStart
 }

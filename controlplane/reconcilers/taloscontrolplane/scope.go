@@ -18,7 +18,6 @@ package taloscontrolplane
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -78,7 +77,8 @@ type nodeReport struct {
 	// members is the member list the node gave; listed says whether it gave one.
 	members []talosclient.Member
 	listed  bool
-	// noEtcd is true when the node answered that it runs no etcd member.
+	// noEtcd is true when the node's Talos API answers and its etcd does not: it runs no
+	// serving etcd member.
 	noEtcd bool
 	// status is the node's own member status, when it gave one.
 	status *talosclient.MemberStatus
@@ -169,7 +169,9 @@ func (r *Reconciler) askNodes(ctx context.Context, s *scope) map[string]*nodeRep
 	return reports
 }
 
-// askNode asks one node for its member list and its member's status.
+// askNode asks one node for its own member's status and its member list. Talos reads the
+// status from the node's local etcd: a node whose Talos API answers but whose status call
+// fails runs no serving etcd member.
 func (r *Reconciler) askNode(ctx context.Context, bundle *secrets.Bundle, address string) *nodeReport {
 	report := &nodeReport{}
 	c, err := r.TalosClients.New(ctx, bundle, address)
@@ -178,25 +180,22 @@ func (r *Reconciler) askNode(ctx context.Context, bundle *secrets.Bundle, addres
 		return report
 	}
 	defer func() { _ = c.Close() }()
-	members, err := c.EtcdMembers(ctx)
-	switch {
-	case err == nil:
-		report.members, report.listed = members, true
-	case errors.Is(err, talosclient.ErrEtcdNotRunning):
-		report.noEtcd = true
-		return report
-	default:
-		ctrl.LoggerFrom(ctx).V(4).Info("No etcd member list from the node", "address", address, "reason", err.Error())
-	}
 	st, err := c.EtcdStatus(ctx)
-	switch {
-	case err == nil:
-		report.status = &st
-	case errors.Is(err, talosclient.ErrEtcdNotRunning):
-		report.noEtcd = !report.listed
-	default:
+	if err != nil {
 		report.problem = err.Error()
+		if _, versionErr := c.Version(ctx); versionErr == nil {
+			report.noEtcd = true
+		}
+		return report
 	}
+	report.status = &st
+	members, err := c.EtcdMembers(ctx)
+	if err != nil {
+		// A member cut off from its peers lists nothing: it knows no leader.
+		ctrl.LoggerFrom(ctx).V(4).Info("No etcd member list from the node", "address", address, "reason", err.Error())
+		return report
+	}
+	report.members, report.listed = members, true
 	return report
 }
 
@@ -220,6 +219,10 @@ func (s *scope) etcdFromReports() *etcdState {
 			continue
 		}
 		st := report.status
+		if st != nil && !slices.ContainsFunc(state.members, func(member talosclient.Member) bool { return member.ID == st.ID }) {
+			// A member of another cluster (or one removed): its health and leader are not ours.
+			continue
+		}
 		switch {
 		case st != nil && len(st.Errors) == 0 && st.Leader != 0:
 			// A member cut off from its peers still answers; it knows no leader.
@@ -269,6 +272,11 @@ func (r *Reconciler) recordMemberIDs(ctx context.Context, s *scope) error {
 			continue
 		}
 		if !slices.ContainsFunc(s.etcd.members, func(member talosclient.Member) bool { return member.ID == report.status.ID }) {
+			continue
+		}
+		if other := slices.IndexFunc(s.machines, func(o *clusterv1.Machine) bool { return o != m && recordedMemberID(o) == report.status.ID }); other >= 0 {
+			ctrl.LoggerFrom(ctx).Info("Not recording an etcd member another Machine claims", "Machine", klog.KObj(m),
+				"memberID", etcdresource.FormatMemberID(report.status.ID), "claimedBy", s.machines[other].Name)
 			continue
 		}
 		before := m.DeepCopy()
@@ -481,6 +489,13 @@ func (s *scope) active() []*clusterv1.Machine {
 // deleting are the Machines being deleted.
 func (s *scope) deleting() []*clusterv1.Machine {
 	return slices.DeleteFunc(slices.Clone(s.machines), func(m *clusterv1.Machine) bool { return m.DeletionTimestamp.IsZero() })
+}
+
+// etcdFormed reports whether etcd is known to have served the cluster: the control plane is
+// initialized, or was recorded so before its status was lost (clusterctl move). Membership
+// safety checks hold from then on.
+func (s *scope) etcdFormed() bool {
+	return s.initialized() || s.tcp.Annotations[controlplanev1.EtcdClusterAnnotation] != ""
 }
 
 // initialized reports whether the control plane was initialized: recorded in status once the

@@ -78,6 +78,8 @@ type simInfra struct {
 	mu    sync.Mutex
 	next  int
 	nodes map[string]*sim.Node // by TalosDockerMachine name
+	// gone counts the Bootstrap calls answered by nodes that were deleted since.
+	gone int
 }
 
 func newSimInfra(tb testing.TB, prefix string) *simInfra {
@@ -114,6 +116,7 @@ func (s *simInfra) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		s.mu.Lock()
 		if n, ok := s.nodes[infra.Name]; ok {
 			n.PowerOff()
+			s.gone += n.Bootstraps()
 			delete(s.nodes, infra.Name)
 		}
 		s.updateBackends()
@@ -228,6 +231,17 @@ func (s *simInfra) powerOff(name string) {
 	if n, ok := s.nodes[name]; ok {
 		n.PowerOff()
 	}
+}
+
+// bootstraps counts the Bootstrap calls every node of this infrastructure ever answered.
+func (s *simInfra) bootstraps() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	total := s.gone
+	for _, n := range s.nodes {
+		total += n.Bootstraps()
+	}
+	return total
 }
 
 // node is the simulated node of the infrastructure machine name, or nil.
