@@ -29,9 +29,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	bootstrapwebhooks "github.com/talon-capi/talon/bootstrap/webhooks"
+	"github.com/talon-capi/talon/controlplane/pkg/controlplane"
 )
 
 // +kubebuilder:webhook:verbs=create;update,path=/validate-controlplane-cluster-x-k8s-io-v1beta1-taloscontrolplane,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,groups=controlplane.cluster.x-k8s.io,resources=taloscontrolplanes,versions=v1beta1,name=validation.taloscontrolplane.controlplane.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
@@ -100,7 +103,23 @@ func validate(tcp *controlplanev1.TalosControlPlane) field.ErrorList {
 		errs = append(errs, field.Forbidden(spec.Child("rollout", "strategy", "rollingUpdate", "maxSurge"),
 			fmt.Sprintf("maxSurge 0 removes a Machine before its replacement exists; with %d replicas that would leave etcd without quorum, so it needs at least 3", replicas)))
 	}
+	errs = append(errs, validateMachineNaming(tcp.Spec.MachineNaming, tcp.Labels[clusterv1.ClusterNameLabel], tcp.Name, spec.Child("machineNaming", "template"))...)
 	return append(errs, validateConfig(tcp.Spec.ControlPlaneConfig, spec.Child("controlPlaneConfig"))...)
+}
+
+// validateMachineNaming renders the naming template as the control plane will, with the
+// Cluster's name (the TalosControlPlane's while it has no cluster-name label yet).
+func validateMachineNaming(naming controlplanev1.TalosControlPlaneMachineNamingSpec, clusterName, tcpName string, path *field.Path) field.ErrorList {
+	if naming.Template == "" {
+		return nil
+	}
+	if clusterName == "" {
+		clusterName = tcpName
+	}
+	if _, err := controlplane.MachineName(naming.Template, clusterName, tcpName, "x7k2p"); err != nil {
+		return field.ErrorList{field.Invalid(path, naming.Template, err.Error())}
+	}
+	return nil
 }
 
 // validateConfig checks controlPlaneConfig as the TalosConfigs made from it will be checked.
@@ -144,8 +163,10 @@ func (w *TalosControlPlaneTemplate) validate(ctx context.Context, t *controlplan
 	if dryRun, err := bootstrapwebhooks.IsTopologyDryRun(ctx, t); err != nil || dryRun {
 		return nil, err
 	}
-	return nil, invalid("TalosControlPlaneTemplate", t.Name,
-		validateConfig(t.Spec.Template.Spec.ControlPlaneConfig, field.NewPath("spec", "template", "spec", "controlPlaneConfig")))
+	spec := field.NewPath("spec", "template", "spec")
+	// The names of the Cluster and control plane come from the topology: check with short ones.
+	errs := validateMachineNaming(t.Spec.Template.Spec.MachineNaming, "cluster", "control-plane", spec.Child("machineNaming", "template"))
+	return nil, invalid("TalosControlPlaneTemplate", t.Name, append(errs, validateConfig(t.Spec.Template.Spec.ControlPlaneConfig, spec.Child("controlPlaneConfig"))...))
 }
 
 func invalid(kind, name string, errs field.ErrorList) error {

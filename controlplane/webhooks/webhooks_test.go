@@ -117,6 +117,20 @@ func TestBadInputIsRejected(t *testing.T) {
 		})
 		NewWithT(t).Expect(err).To(MatchError(ContainSubstring("needs at least 3")))
 	})
+	t.Run("a machine naming template without {{ .random }}, or that names no DNS label", func(t *testing.T) {
+		g := NewWithT(t)
+		err := create(t, "naming", func(tcp *controlplanev1.TalosControlPlane) {
+			tcp.Spec.MachineNaming.Template = "{{ .cluster.name }}-cp"
+		})
+		g.Expect(err).To(MatchError(And(ContainSubstring("spec.machineNaming.template"), ContainSubstring("must contain {{ .random }}"))))
+		err = create(t, "naming-dots", func(tcp *controlplanev1.TalosControlPlane) {
+			tcp.Spec.MachineNaming.Template = "{{ .random }}.{{ .talosControlPlane.name }}"
+		})
+		g.Expect(err).To(MatchError(ContainSubstring("not a DNS label")))
+		g.Expect(create(t, "naming-ok", func(tcp *controlplanev1.TalosControlPlane) {
+			tcp.Spec.MachineNaming.Template = "{{ .talosControlPlane.name }}-cp-{{ .random }}"
+		})).To(Succeed())
+	})
 	t.Run("another infrastructure kind", func(t *testing.T) {
 		err := update(t, "kind", func(tcp *controlplanev1.TalosControlPlane) {
 			tcp.Spec.MachineTemplate.Spec.InfrastructureRef.Kind = "TalosMetalMachineTemplate"

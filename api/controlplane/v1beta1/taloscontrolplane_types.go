@@ -54,6 +54,25 @@ type TalosControlPlaneSpec struct {
 	// are replaced.
 	// +optional
 	Remediation TalosControlPlaneRemediationSpec `json:"remediation,omitempty,omitzero"`
+
+	// machineNaming says how new control-plane Machines (and their TalosConfigs and
+	// infrastructure machines) are named.
+	// +optional
+	MachineNaming TalosControlPlaneMachineNamingSpec `json:"machineNaming,omitempty,omitzero"`
+}
+
+// TalosControlPlaneMachineNamingSpec says how control-plane Machines are named.
+// +kubebuilder:validation:MinProperties=1
+type TalosControlPlaneMachineNamingSpec struct {
+	// template is a Go template for the names of new Machines. It may use
+	// {{ .cluster.name }} and {{ .talosControlPlane.name }}, and must use {{ .random }}
+	// (five random characters) so that names are unique. The result must be a DNS label of
+	// at most 63 characters: Nodes are named after their Machines. Unset, names are
+	// "<TalosControlPlane name>-<random>". Changing it names new Machines only.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Template string `json:"template,omitempty"`
 }
 
 // TalosControlPlaneRemediationSpec says how unhealthy control-plane Machines are replaced:

@@ -62,6 +62,10 @@ type TalosControlPlaneTemplateResourceSpec struct {
 	// remediation says how unhealthy control-plane Machines are replaced.
 	// +optional
 	Remediation TalosControlPlaneRemediationSpec `json:"remediation,omitempty,omitzero"`
+
+	// machineNaming says how new control-plane Machines are named.
+	// +optional
+	MachineNaming TalosControlPlaneMachineNamingSpec `json:"machineNaming,omitempty,omitzero"`
 }
 
 // TalosControlPlaneTemplateMachineTemplate describes the control-plane Machines in a template.

@@ -31,6 +31,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apiserver/pkg/storage/names"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -42,6 +43,7 @@ import (
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
+	"github.com/talon-capi/talon/controlplane/pkg/controlplane"
 )
 
 // Annotations recording what a control-plane Machine was created from.
@@ -112,6 +114,13 @@ func (r *Reconciler) createMachine(ctx context.Context, s *scope) (ctrl.Result, 
 	log := ctrl.LoggerFrom(ctx)
 	tcp := s.tcp
 	name := names.SimpleNameGenerator.GenerateName(tcp.Name + "-")
+	if tmpl := tcp.Spec.MachineNaming.Template; tmpl != "" {
+		var err error
+		if name, err = controlplane.MachineName(tmpl, s.cluster.Name, tcp.Name, utilrand.String(5)); err != nil {
+			s.blocked = fmt.Sprintf("Cannot name a new Machine: spec.machineNaming.template: %v", err)
+			return ctrl.Result{}, nil
+		}
+	}
 	owner := metav1.NewControllerRef(tcp, controlplanev1.GroupVersion.WithKind("TalosControlPlane"))
 	labels := machineLabels(s)
 	annotations := maps.Clone(tcp.Spec.MachineTemplate.ObjectMeta.Annotations)

@@ -61,8 +61,8 @@ func memberIDs(ctx context.Context, g Gomega, env *envtest.Environment, tcp *con
 }
 
 // TestQuorumSafeWhenNodeNamesDifferFromMembers runs a 3-node control plane whose Nodes are
-// named by FQDN (registerWithFQDN) while etcd members carry the short hostname. Each
-// Machine records its member's ID. With one node powered off, a person deletes a healthy
+// named by FQDN (registerWithFQDN) while etcd members carry the short hostname, and whose
+// Machines are named by spec.machineNaming.template. Each Machine records its member's ID. With one node powered off, a person deletes a healthy
 // Machine: its removal would leave one healthy member of two, so it waits, with a condition
 // naming the unhealthy member, and its member stays in etcd. (Matching members by Node
 // name found no member here and let the Machine go, leaving two dead voters of three.)
@@ -74,7 +74,9 @@ func TestQuorumSafeWhenNodeNamesDifferFromMembers(t *testing.T) {
 	infra.domain = "dc1.example.org"
 	startProviders(t, env, infra)
 	ns := env.NewNamespace(t, "fqdn")
-	tcp := newCluster(t, env, infra, ns, "fqdn", 3, registerWithFQDN)
+	tcp := newCluster(t, env, infra, ns, "fqdn", 3, registerWithFQDN, func(tcp *controlplanev1.TalosControlPlane) {
+		tcp.Spec.MachineNaming.Template = "{{ .cluster.name }}-cp-{{ .random }}"
+	})
 	waitForMembership(t, env, tcp, 3)
 	waitForReadyMachines(t, env, tcp)
 
@@ -88,6 +90,7 @@ func TestQuorumSafeWhenNodeNamesDifferFromMembers(t *testing.T) {
 		slices.SortFunc(machines, func(a, b clusterv1.Machine) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
 		members := memberIDs(ctx, g, env, tcp, &machines[0])
 		for _, m := range machines {
+			g.Expect(m.Name).To(MatchRegexp(`^fqdn-cp-[a-z0-9]{5}$`), "named by spec.machineNaming.template")
 			g.Expect(m.Status.NodeRef.Name).To(Equal(m.Name+".dc1.example.org"), "Node of %s", m.Name)
 			id, err := strconv.ParseUint(m.Annotations[controlplanev1.EtcdMemberIDAnnotation], 16, 64)
 			g.Expect(err).NotTo(HaveOccurred(), "member ID recorded on %s", m.Name)
