@@ -110,13 +110,13 @@ type Node struct {
 	cfg     talosconfig.Provider
 	cfgData []byte
 	// serverCert is served once the node is configured; maintenanceCert before.
-	serverCert        *tls.Certificate
-	maintenanceCert   tls.Certificate
-	clientCAs         *stdx509.CertPool
-	etcd              *etcdMember
-	bootstrapping     bool
+	serverCert      *tls.Certificate
+	maintenanceCert tls.Certificate
+	clientCAs       *stdx509.CertPool
+	etcd            *etcdMember
+	bootstrapping   bool
 	// bootstrapped counts the successful Bootstrap calls this node answered.
-	bootstrapped int
+	bootstrapped      int
 	apiServer         *component
 	controllerManager *component
 	// kubelet is the kubelet stand-in's client, once it runs.
