@@ -18,6 +18,7 @@ package taloscontrolplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -369,20 +370,9 @@ func (c *nodeComponents) problems() []string {
 // observeComponents reads the health of each control-plane node from the workload cluster:
 // its Node is Ready and the mirror Pods of its static pods are Ready.
 func (r *Reconciler) observeComponents(ctx context.Context, s *scope) (map[string]*nodeComponents, error) {
-	if err := r.watchNodes(ctx, s); err != nil {
-		return nil, fmt.Errorf("no connection to the workload cluster yet: %w", err)
-	}
-	kube, err := r.ClusterCache.GetClient(ctx, client.ObjectKeyFromObject(s.cluster))
+	pods, nodes, err := r.readWorkload(ctx, s)
 	if err != nil {
-		return nil, fmt.Errorf("no connection to the workload cluster yet: %w", err)
-	}
-	pods := &corev1.PodList{}
-	if err := kube.List(ctx, pods, client.InNamespace(metav1.NamespaceSystem), client.MatchingLabels{"tier": "control-plane"}); err != nil {
-		return nil, fmt.Errorf("the workload API server does not answer: %w", err)
-	}
-	nodes := &corev1.NodeList{}
-	if err := kube.List(ctx, nodes); err != nil {
-		return nil, fmt.Errorf("the workload API server does not answer: %w", err)
+		return nil, err
 	}
 	readyPods := map[string]bool{}
 	for _, pod := range pods.Items {
@@ -418,6 +408,41 @@ func (r *Reconciler) observeComponents(ctx context.Context, s *scope) (map[strin
 		out[m.Name] = health
 	}
 	return out, nil
+}
+
+// readWorkload lists the control-plane mirror Pods and the Nodes of the workload cluster,
+// through Cluster API's ClusterCache, whose Node watch wakes the reconciler. Until the
+// ClusterCache has connected (it retries a first attempt made before the control plane
+// existed only after 30 s) they are read directly with the cluster's kubeconfig, so that
+// adding the next Machine does not wait for that retry.
+func (r *Reconciler) readWorkload(ctx context.Context, s *scope) (*corev1.PodList, *corev1.NodeList, error) {
+	pods, nodes := &corev1.PodList{}, &corev1.NodeList{}
+	cached, err := r.ClusterCache.GetClient(ctx, client.ObjectKeyFromObject(s.cluster))
+	if err == nil {
+		err = r.watchNodes(ctx, s)
+	}
+	if err == nil {
+		if err := cached.List(ctx, pods, client.InNamespace(metav1.NamespaceSystem), client.MatchingLabels{"tier": "control-plane"}); err != nil {
+			return nil, nil, fmt.Errorf("the workload API server does not answer: %w", err)
+		}
+		if err := cached.List(ctx, nodes); err != nil {
+			return nil, nil, fmt.Errorf("the workload API server does not answer: %w", err)
+		}
+		return pods, nodes, nil
+	}
+	direct, directErr := r.workloadClient(ctx, s)
+	if directErr != nil {
+		return nil, nil, fmt.Errorf("no connection to the workload cluster yet: %w", errors.Join(err, directErr))
+	}
+	// No Node events without the ClusterCache: look again soon.
+	s.lookAgain(5 * converging)
+	if pods, err = direct.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: "tier=control-plane"}); err != nil {
+		return nil, nil, fmt.Errorf("the workload API server does not answer: %w", err)
+	}
+	if nodes, err = direct.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil {
+		return nil, nil, fmt.Errorf("the workload API server does not answer: %w", err)
+	}
+	return pods, nodes, nil
 }
 
 // componentProblems are the problems of the active Machines' components, for the conditions.
