@@ -26,6 +26,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -282,13 +283,22 @@ func (p *Plane) save() error {
 	return os.WriteFile(filepath.Join(p.dir, stateFile), data, 0o600)
 }
 
-// run starts a process of the plane and records it.
+// run starts a process of the plane and records it, in place of an earlier process of the
+// same name that has exited; it refuses to start a second one while that process runs.
 func (p *Plane) run(name, path string, args, env []string) (Process, error) {
+	i := slices.IndexFunc(p.state.Processes, func(proc Process) bool { return proc.Name == name })
+	if i >= 0 && p.state.Processes[i].Alive() {
+		return Process{}, fmt.Errorf("%s already runs (pid %d)", name, p.state.Processes[i].PID)
+	}
 	proc, err := spawn(p.dir, name, path, args, env)
 	if err != nil {
 		return proc, err
 	}
-	p.state.Processes = append(p.state.Processes, proc)
+	if i >= 0 {
+		p.state.Processes[i] = proc
+	} else {
+		p.state.Processes = append(p.state.Processes, proc)
+	}
 	return proc, p.save()
 }
 

@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/template"
@@ -193,7 +194,8 @@ func RunClusterctl(ctx context.Context, binDir, kubeconfig string, env []string,
 	return out, nil
 }
 
-// StartManager runs m as a local process and points the webhooks of its provider at it:
+// StartManager runs m as a local process and points the webhooks of its provider at it
+// (again, after its earlier process exited or was killed):
 // the provider's webhook configurations and conversion webhooks call
 // https://127.0.0.1:<port> with the plane's CA, and its Deployments are scaled to zero.
 // It returns once the manager reports ready.
@@ -220,7 +222,11 @@ func (p *Plane) StartManager(ctx context.Context, m Manager) error {
 	if err != nil {
 		return err
 	}
-	p.state.Managers = append(p.state.Managers, m)
+	if i := slices.IndexFunc(p.state.Managers, func(o Manager) bool { return o.Name == m.Name }); i >= 0 {
+		p.state.Managers[i] = m
+	} else {
+		p.state.Managers = append(p.state.Managers, m)
+	}
 	if err := p.save(); err != nil {
 		return err
 	}

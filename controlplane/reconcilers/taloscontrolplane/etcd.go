@@ -59,10 +59,13 @@ func (r *Reconciler) reconcileInitialization(ctx context.Context, s *scope) (ctr
 		return r.createMachine(ctx, s)
 	}
 	if s.etcd == nil {
-		// No node answers with etcd's members: bootstrap (once, on the recorded Machine).
+		// No node answers with etcd's members: bootstrap (once, on the recorded Machine), then
+		// wait for the members, which the record below needs.
 		if result, err := r.bootstrapRecordedMachine(ctx, s); err != nil || !result.IsZero() {
 			return result, err
 		}
+		s.waiting = "etcd is bootstrapped; waiting for a control-plane node to answer with etcd's members"
+		return ctrl.Result{RequeueAfter: converging}, nil
 	}
 	kube, err := r.workloadClient(ctx, s)
 	if err == nil {
@@ -72,11 +75,9 @@ func (r *Reconciler) reconcileInitialization(ctx context.Context, s *scope) (ctr
 		s.waiting = fmt.Sprintf("etcd is bootstrapped; waiting for the workload API server: %v", err)
 		return ctrl.Result{RequeueAfter: converging}, nil
 	}
-	if s.etcd != nil {
-		// The record that the cluster served comes before the status that says so.
-		if err := r.recordEtcdCluster(ctx, s); err != nil {
-			return ctrl.Result{}, err
-		}
+	// The record that the cluster served comes before the status that says so.
+	if err := r.recordEtcdCluster(ctx, s); err != nil {
+		return ctrl.Result{}, err
 	}
 	log.Info("The control plane is initialized")
 	s.tcp.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
