@@ -29,7 +29,7 @@ IMAGE_TAG ?= dev
 SIM_IMAGE ?= $(IMAGE_REGISTRY)/talon-sim:$(IMAGE_TAG)
 
 # The layers a test run must not skip (see docs/development.md).
-TALON_REQUIRE ?= envtest,docker,e2e,netns,qemu
+TALON_REQUIRE ?= envtest,docker,e2e,netns,qemu,talosctl
 TEST_TIMEOUT ?= 45m
 
 CONTROLLER_GEN := $(BIN)/controller-gen
@@ -41,8 +41,9 @@ KUBE_CONTROLLER_MANAGER := $(BIN)/kube-controller-manager
 ETCD := $(BIN)/etcd
 CLUSTERCTL := $(BIN)/clusterctl
 CAPI_MANAGER := $(BIN)/cluster-api-manager
+TALOSCTL := $(BIN)/talosctl
 TOOLS := $(CONTROLLER_GEN) $(KUSTOMIZE) $(GOTESTSUM) $(GOLANGCI_LINT) $(KUBE_APISERVER) \
-	$(KUBE_CONTROLLER_MANAGER) $(ETCD) $(CLUSTERCTL) $(CAPI_MANAGER)
+	$(KUBE_CONTROLLER_MANAGER) $(ETCD) $(CLUSTERCTL) $(CAPI_MANAGER) $(TALOSCTL)
 
 ##@ General
 
@@ -193,3 +194,7 @@ $(CLUSTERCTL): hack/tools/capi/go.mod hack/tools/capi/go.sum
 	cd hack/tools/capi && go build -o $@ sigs.k8s.io/cluster-api/cmd/clusterctl
 $(CAPI_MANAGER): hack/tools/capi/go.mod hack/tools/capi/go.sum
 	cd hack/tools/capi && go build -o $@ sigs.k8s.io/cluster-api/core
+# talosctl as Talos' release builds it; hack/tools/talosctl/go.mod carries Talos' own replace
+# directives (a module's replaces apply only in its main module, so "go install" refuses it).
+$(TALOSCTL): hack/tools/talosctl/go.mod hack/tools/talosctl/go.sum
+	cd hack/tools/talosctl && CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -ldflags "-s -w" -o $@ github.com/siderolabs/talos/cmd/talosctl

@@ -20,10 +20,12 @@ import (
 	"context"
 	"path"
 
+	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"github.com/siderolabs/talos/pkg/machinery/role"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
@@ -53,6 +55,12 @@ func (n *Node) authorizeUnary(ctx context.Context, req any, info *grpc.UnaryServ
 	if err := n.authorize(ctx, info.FullMethod); err != nil {
 		return nil, err
 	}
+	if r, err := n.routeOf(ctx, info.FullMethod); err != nil || r != nil {
+		if err != nil {
+			return nil, err
+		}
+		return n.forwardUnary(ctx, info.FullMethod, req, r)
+	}
 	return handler(ctx, req)
 }
 
@@ -62,6 +70,12 @@ func (n *Node) authorizeStream(srv any, ss grpc.ServerStream, info *grpc.StreamS
 	}
 	if err := n.authorize(ss.Context(), info.FullMethod); err != nil {
 		return err
+	}
+	if r, err := n.routeOf(ss.Context(), info.FullMethod); err != nil || r != nil {
+		if err != nil {
+			return err
+		}
+		return n.forwardStream(ss, info.FullMethod, r)
 	}
 	return handler(srv, ss)
 }
@@ -74,7 +88,7 @@ func (n *Node) authorize(ctx context.Context, fullMethod string) error {
 		}
 		return status.Errorf(codes.Unimplemented, "%s is not available in maintenance mode: apply a machine config first", method)
 	}
-	roles, err := peerRoles(ctx)
+	roles, err := callerRoles(ctx)
 	if err != nil {
 		return err
 	}
@@ -100,5 +114,22 @@ func peerRoles(ctx context.Context) (role.Set, error) {
 	}
 	cert := info.State.VerifiedChains[0][0]
 	roles, _ := role.Parse(cert.Subject.Organization)
+	return roles, nil
+}
+
+// callerRoles are the roles of the call: the client certificate's, or, when that certificate
+// holds os:impersonator (another node forwarding a call), the roles the call carries in its
+// metadata, as Talos trusts them.
+func callerRoles(ctx context.Context) (role.Set, error) {
+	roles, err := peerRoles(ctx)
+	if err != nil || !roles.Includes(role.Impersonator) {
+		return roles, err
+	}
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if carried := md.Get(constants.APIAuthzRoleMetadataKey); len(carried) > 0 {
+			forwarded, _ := role.Parse(carried)
+			return forwarded, nil
+		}
+	}
 	return roles, nil
 }

@@ -181,13 +181,12 @@ func TestConfigFromURL(t *testing.T) {
 	g.Eventually(booted, 10*time.Second).Should(Receive(BeNil()))
 
 	admin := simtest.Client(t, simtest.Bundle(), address)
-	g.Eventually(func() (string, error) {
-		v, err := admin.Version(ctx)
-		if err != nil {
-			return "", err
+	g.Eventually(func() ([]string, error) {
+		if _, err := admin.Version(ctx); err != nil {
+			return nil, err
 		}
-		return v.Messages[0].Metadata.Hostname, nil
-	}, 30*time.Second, 200*time.Millisecond).Should(Equal("from-url"))
+		return simtest.ServedNames(ctx, address)
+	}, 30*time.Second, 200*time.Millisecond).Should(ContainElement("from-url"))
 	g.Expect(requests.Load()).To(BeNumerically(">=", 3), "the node retried")
 	g.Expect(gotUUID.Load()).To(Equal("4c4c4544-0042-3010-8057-b4c04f4e3432"))
 	g.Expect(gotMAC.Load()).To(Equal(n.MAC()))

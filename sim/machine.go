@@ -43,14 +43,9 @@ type machineService struct {
 	node *Node
 }
 
-func (s *machineService) metadata() *common.Metadata {
-	return &common.Metadata{Hostname: s.node.hostname()}
-}
-
 // Version reports the simulated Talos version and platform.
 func (s *machineService) Version(context.Context, *emptypb.Empty) (*machine.VersionResponse, error) {
 	return &machine.VersionResponse{Messages: []*machine.Version{{
-		Metadata: s.metadata(),
 		Version: &machine.VersionInfo{
 			Tag: s.node.talosVersion(), Sha: "talon-sim", GoVersion: runtime.Version(), Os: runtime.GOOS, Arch: runtime.GOARCH,
 		},
@@ -98,7 +93,7 @@ func (s *machineService) ApplyConfiguration(ctx context.Context, req *machine.Ap
 
 func (s *machineService) applied(mode machine.ApplyConfigurationRequest_Mode, details string) *machine.ApplyConfigurationResponse {
 	return &machine.ApplyConfigurationResponse{Messages: []*machine.ApplyConfiguration{{
-		Metadata: s.metadata(), Mode: mode, ModeDetails: details,
+		Mode: mode, ModeDetails: details,
 	}}}
 }
 
@@ -108,7 +103,7 @@ func (s *machineService) Bootstrap(ctx context.Context, _ *machine.BootstrapRequ
 	if err := s.node.bootstrapEtcd(ctx); err != nil {
 		return nil, err
 	}
-	return &machine.BootstrapResponse{Messages: []*machine.Bootstrap{{Metadata: s.metadata()}}}, nil
+	return &machine.BootstrapResponse{Messages: []*machine.Bootstrap{{}}}, nil
 }
 
 // EtcdMemberList lists the members of the etcd cluster this node belongs to, as its own
@@ -127,7 +122,7 @@ func (s *machineService) EtcdMemberList(ctx context.Context, req *machine.EtcdMe
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "failed to list etcd members: %v", err)
 	}
-	out := &machine.EtcdMembers{Metadata: s.metadata()}
+	out := &machine.EtcdMembers{}
 	for _, member := range resp.Members {
 		out.Members = append(out.Members, &machine.EtcdMember{
 			Id: member.ID, Hostname: member.Name, PeerUrls: member.PeerURLs, ClientUrls: member.ClientURLs, IsLearner: member.IsLearner,
@@ -145,7 +140,7 @@ func (s *machineService) EtcdRemoveMemberByID(ctx context.Context, req *machine.
 	if _, err := m.client.MemberRemove(ctx, req.GetMemberId()); err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "failed to remove etcd member %x: %v", req.GetMemberId(), err)
 	}
-	return &machine.EtcdRemoveMemberByIDResponse{Messages: []*machine.EtcdRemoveMemberByID{{Metadata: s.metadata()}}}, nil
+	return &machine.EtcdRemoveMemberByIDResponse{Messages: []*machine.EtcdRemoveMemberByID{{}}}, nil
 }
 
 // EtcdLeaveCluster removes this node's member from the cluster and stops it.
@@ -153,7 +148,7 @@ func (s *machineService) EtcdLeaveCluster(ctx context.Context, _ *machine.EtcdLe
 	if err := s.node.leaveEtcd(ctx); err != nil {
 		return nil, err
 	}
-	return &machine.EtcdLeaveClusterResponse{Messages: []*machine.EtcdLeaveCluster{{Metadata: s.metadata()}}}, nil
+	return &machine.EtcdLeaveClusterResponse{Messages: []*machine.EtcdLeaveCluster{{}}}, nil
 }
 
 // EtcdForfeitLeadership hands leadership to another voting member if this one leads.
@@ -162,7 +157,7 @@ func (s *machineService) EtcdForfeitLeadership(ctx context.Context, _ *machine.E
 	if err != nil {
 		return nil, err
 	}
-	resp := &machine.EtcdForfeitLeadershipResponse{Messages: []*machine.EtcdForfeitLeadership{{Metadata: s.metadata()}}}
+	resp := &machine.EtcdForfeitLeadershipResponse{Messages: []*machine.EtcdForfeitLeadership{{}}}
 	if uint64(m.server.Server.Leader()) != m.id() {
 		return resp, nil
 	}
@@ -223,7 +218,7 @@ func (s *machineService) EtcdStatus(context.Context, *emptypb.Empty) (_ *machine
 	for _, alarm := range srv.Alarms() {
 		st.Errors = append(st.Errors, alarm.String())
 	}
-	return &machine.EtcdStatusResponse{Messages: []*machine.EtcdStatus{{Metadata: s.metadata(), MemberStatus: st}}}, nil
+	return &machine.EtcdStatusResponse{Messages: []*machine.EtcdStatus{{MemberStatus: st}}}, nil
 }
 
 // EtcdSnapshot streams a real etcd snapshot of this member.
@@ -261,20 +256,20 @@ func (s *machineService) ServiceList(context.Context, *emptypb.Empty) (*machine.
 	if _, err := s.node.etcdMember(); err == nil {
 		services = append(services, &machine.ServiceInfo{Id: "etcd", State: "Running", Health: &machine.ServiceHealth{Healthy: true}})
 	}
-	return &machine.ServiceListResponse{Messages: []*machine.ServiceList{{Metadata: s.metadata(), Services: services}}}, nil
+	return &machine.ServiceListResponse{Messages: []*machine.ServiceList{{Services: services}}}, nil
 }
 
 // Reboot restarts the node after answering: the kubelet reports NotReady, every service
 // stops, a staged config becomes active, and the node boots again after its reboot delay.
 func (s *machineService) Reboot(context.Context, *machine.RebootRequest) (*machine.RebootResponse, error) {
 	s.node.rebootLater("reboot")
-	return &machine.RebootResponse{Messages: []*machine.Reboot{{Metadata: s.metadata(), ActorId: "talon-sim"}}}, nil
+	return &machine.RebootResponse{Messages: []*machine.Reboot{{ActorId: "talon-sim"}}}, nil
 }
 
 // Shutdown powers the node off after answering; it stays off until powered on.
 func (s *machineService) Shutdown(context.Context, *machine.ShutdownRequest) (*machine.ShutdownResponse, error) {
 	s.node.shutdownLater()
-	return &machine.ShutdownResponse{Messages: []*machine.Shutdown{{Metadata: s.metadata(), ActorId: "talon-sim"}}}, nil
+	return &machine.ShutdownResponse{Messages: []*machine.Shutdown{{ActorId: "talon-sim"}}}, nil
 }
 
 // Upgrade installs the Talos version of the installer image's tag: after the node's upgrade
@@ -286,7 +281,7 @@ func (s *machineService) Upgrade(_ context.Context, req *machine.UpgradeRequest)
 	}
 	s.node.upgradeLater(version)
 	return &machine.UpgradeResponse{Messages: []*machine.Upgrade{{
-		Metadata: s.metadata(), Ack: "Upgrade request received", ActorId: "talon-sim",
+		Ack: "Upgrade request received", ActorId: "talon-sim",
 	}}}, nil
 }
 
@@ -304,7 +299,7 @@ func (s *machineService) Reset(ctx context.Context, req *machine.ResetRequest) (
 	if !req.GetReboot() {
 		s.node.shutdownLater()
 	}
-	return &machine.ResetResponse{Messages: []*machine.Reset{{Metadata: s.metadata()}}}, nil
+	return &machine.ResetResponse{Messages: []*machine.Reset{{}}}, nil
 }
 
 // isControlPlane reports whether the node's config is a control-plane config.

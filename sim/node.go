@@ -113,8 +113,12 @@ type Node struct {
 	serverCert      *tls.Certificate
 	maintenanceCert tls.Certificate
 	clientCAs       *stdx509.CertPool
-	etcd            *etcdMember
-	bootstrapping   bool
+	// peerCert is the os:impersonator certificate the node forwards calls with (apid.go),
+	// issued by the OS CA whose certificate is peerCA.
+	peerCert      *tls.Certificate
+	peerCA        string
+	etcd          *etcdMember
+	bootstrapping bool
 	// bootstrapped counts the successful Bootstrap calls this node answered.
 	bootstrapped      int
 	apiServer         *component

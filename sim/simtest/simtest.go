@@ -20,9 +20,11 @@ limitations under the License.
 package simtest
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/base64"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -216,4 +218,26 @@ func Scenario(tb testing.TB, controlPlanes, workers []string, patches ...bootstr
 		}
 	}, time.Minute, time.Second).Should(Succeed())
 	return Cluster{Talos: admin, Kube: kube, Members: members, Ready: ready}
+}
+
+// ServedNames are the DNS names of the certificate the Talos API at address serves: a
+// configured node's certificate names its hostname. (Talos stamps a reply's metadata with
+// the node as the caller routed it, not with its hostname.)
+func ServedNames(ctx context.Context, address string) ([]string, error) {
+	var names []string
+	//nolint:gosec // only the served certificate is read; the handshake may then fail for want of a client certificate.
+	config := &tls.Config{InsecureSkipVerify: true, VerifyConnection: func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) > 0 {
+			names = cs.PeerCertificates[0].DNSNames
+		}
+		return nil
+	}}
+	conn, err := (&tls.Dialer{Config: config}).DialContext(ctx, "tcp", net.JoinHostPort(address, "50000"))
+	if conn != nil {
+		_ = conn.Close()
+	}
+	if names == nil && err != nil {
+		return nil, err
+	}
+	return names, nil
 }

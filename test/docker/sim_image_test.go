@@ -73,7 +73,7 @@ func TestSimImage(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		v, err := talos.Version(ctx)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(v.Messages[0].Metadata.Hostname).To(Equal("image-cp"))
+		g.Expect(simtest.ServedNames(ctx, address)).To(ContainElement("image-cp"))
 		g.Expect(v.Messages[0].Version.Tag).To(Equal(sim.DefaultTalosVersion))
 		g.Expect(v.Messages[0].Platform.Mode).To(Equal("container"))
 	}, time.Minute, 500*time.Millisecond).Should(Succeed())

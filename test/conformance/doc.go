@@ -1,0 +1,21 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package conformance drives simulated Talos nodes (sim/) with Sidero Labs' own talosctl,
+// built from Talos' tagged module into bin/talosctl (make tools), and checks that each
+// command does and prints what it does against Talos. Every subtest is named after the
+// talosctl command it runs. The suite is the "talosctl" layer of TALON_REQUIRE.
+package conformance
