@@ -103,6 +103,23 @@ type suite struct {
 	clusterctl string
 }
 
+// newDockerSuite is the suite of a test whose nodes are simulator containers: it needs
+// Docker, the programs of binDir and the clusterctl config of make release-manifests.
+func newDockerSuite(t *testing.T) *suite {
+	t.Helper()
+	require.Layer(t, "docker", dockertest.Available(t.Context()))
+	bin, err := binDir()
+	require.Layer(t, Layer, err)
+	config := filepath.Join(envtest.RepoRoot(), "out", "clusterctl.yaml")
+	if _, err := os.Stat(config); err != nil {
+		t.Fatalf("%s is missing: run 'make release-manifests' first", config)
+	}
+	// clusterctl keeps files under $HOME; the test keeps them to itself.
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("TALON_SIM_IMAGE", dockertest.SimImage())
+	return &suite{t: t, g: NewWithT(t), bin: bin, out: t.TempDir(), clusterctl: config}
+}
+
 // talon runs the talon CLI and returns its output; it fails the test if talon fails.
 func (s *suite) talon(args ...string) string {
 	s.t.Helper()
@@ -130,18 +147,7 @@ func (s *suite) client(kubeconfig string) client.Client {
 // topology, clusterctl move of a running cluster to a second management plane, deletion,
 // and talon down.
 func TestEndToEnd(t *testing.T) {
-	ctx := t.Context()
-	require.Layer(t, "docker", dockertest.Available(ctx))
-	bin, err := binDir()
-	require.Layer(t, Layer, err)
-	config := filepath.Join(envtest.RepoRoot(), "out", "clusterctl.yaml")
-	if _, err := os.Stat(config); err != nil {
-		t.Fatalf("%s is missing: run 'make release-manifests' first", config)
-	}
-	// clusterctl keeps files under $HOME; the test keeps them to itself.
-	t.Setenv("HOME", t.TempDir())
-	t.Setenv("TALON_SIM_IMAGE", dockertest.SimImage())
-	s := &suite{t: t, g: NewWithT(t), bin: bin, out: t.TempDir(), clusterctl: config}
+	s := newDockerSuite(t)
 	t.Cleanup(func() {
 		// Whatever a failed run left: the plane's processes and the clusters' containers.
 		if p, err := plane.Open(filepath.Join(s.out, quickstart.PlaneDirName), nil); err == nil {

@@ -22,7 +22,6 @@ import (
 	stdx509 "crypto/x509"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"syscall"
@@ -47,8 +46,6 @@ import (
 	"github.com/talon-capi/talon/internal/plane"
 	"github.com/talon-capi/talon/internal/quickstart"
 	dockertest "github.com/talon-capi/talon/test/docker"
-	"github.com/talon-capi/talon/test/envtest"
-	"github.com/talon-capi/talon/test/require"
 )
 
 // outage is how long a paused node stays unreachable while a restarted control-plane
@@ -71,17 +68,8 @@ const outage = 30 * time.Second
 // those written before the first outage.
 func TestEtcdBootstrappedOnce(t *testing.T) {
 	ctx := t.Context()
-	require.Layer(t, "docker", dockertest.Available(ctx))
-	bin, err := binDir()
-	require.Layer(t, Layer, err)
-	config := filepath.Join(envtest.RepoRoot(), "out", "clusterctl.yaml")
-	if _, err := os.Stat(config); err != nil {
-		t.Fatalf("%s is missing: run 'make release-manifests' first", config)
-	}
-	t.Setenv("HOME", t.TempDir())
-	t.Setenv("TALON_SIM_IMAGE", dockertest.SimImage())
-	s := &suite{t: t, g: NewWithT(t), bin: bin, out: t.TempDir(), clusterctl: config}
-	g := s.g
+	s := newDockerSuite(t)
+	g, bin, config := s.g, s.bin, s.clusterctl
 	const ns, name = "default", "once"
 	t.Cleanup(func() {
 		// A paused container is unpaused so that it can be removed.
