@@ -103,6 +103,18 @@ func (n *Node) startServices(cfg talosconfig.Provider) {
 	n.mu.Lock()
 	n.servicesCtx, n.stopServices = ctx, cancel
 	n.mu.Unlock()
+	// The services a configured Talos node runs (but udevd, syslogd, auditd and the
+	// dashboard, which the simulator has no counterpart for); the kubelet and etcd start
+	// when they can.
+	running := []string{"apid", "containerd", "cri", "machined"}
+	if cfg.Machine().Type() == machinetype.TypeControlPlane {
+		running = append(running, "trustd")
+		n.services.event("etcd", serviceWaiting, "Waiting for etcd spec")
+	}
+	for _, id := range running {
+		n.services.running(id)
+	}
+	n.services.event("kubelet", serviceWaiting, "Waiting for the kubelet's certificates and its node's registration")
 	if cfg.Machine().Type() != machinetype.TypeControlPlane {
 		go n.runWorker(ctx, cfg)
 		return

@@ -19,6 +19,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"time"
 
@@ -100,12 +101,14 @@ func (n *Node) leaveEtcd(ctx context.Context) error {
 		return err
 	}
 	if _, err := m.client.MemberRemove(ctx, m.id()); err != nil {
-		return status.Errorf(codes.FailedPrecondition, "failed to leave the etcd cluster: %v", err)
+		// machined wraps etcd's error as it is, code included.
+		return fmt.Errorf("failed to leave cluster: %w", err)
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	m.stop()
 	n.etcd = nil
+	n.services.stopped("etcd", serviceFinished, "Service finished successfully")
 	return os.RemoveAll(m.dir)
 }
 
@@ -114,10 +117,11 @@ func dirHasData(dir string) bool {
 	return err == nil && len(entries) > 0
 }
 
-// watchRemoval stops the member once it is no longer in its cluster, as an etcd process
-// exits when it learns it was removed. Nothing is wiped: a node that should serve again is
-// reset or rejoins from scratch.
+// watchRemoval records the member's service as running and stops the member once it is no
+// longer in its cluster, as an etcd process exits when it learns it was removed. Nothing is
+// wiped: a node that should serve again is reset or rejoins from scratch.
 func (n *Node) watchRemoval(m *etcdMember) {
+	n.services.running("etcd")
 	go func() {
 		ticker := time.NewTicker(100 * time.Millisecond)
 		defer ticker.Stop()
@@ -135,6 +139,7 @@ func (n *Node) watchRemoval(m *etcdMember) {
 			if n.etcd == m {
 				m.stop()
 				n.etcd = nil
+				n.services.stopped("etcd", serviceFailed, "etcd: the member has been permanently removed from the cluster")
 				n.opts.Log.Info("etcd member was removed from the cluster; stopped it")
 			}
 			n.mu.Unlock()

@@ -45,6 +45,7 @@ func (n *Node) startKubelet(c *kubernetes.Clientset) {
 	ctx := n.servicesCtx
 	n.kubelet = c
 	n.mu.Unlock()
+	n.services.running("kubelet")
 	go func() {
 		for {
 			n.mu.Lock()

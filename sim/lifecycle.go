@@ -129,6 +129,7 @@ func (n *Node) CrashEtcd() error {
 	}
 	n.etcd.stop()
 	n.etcd = nil
+	n.services.stopped("etcd", serviceFailed, "Task etcd exited with an error (the simulator's CrashEtcd fault)")
 	n.opts.Log.Info("Fault: etcd crashed")
 	return nil
 }

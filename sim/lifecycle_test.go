@@ -145,7 +145,8 @@ func TestLifecycleAndFaults(t *testing.T) {
 	g.Expect(code(err)).To(Equal(codes.FailedPrecondition))
 	services, err := cluster.Talos.ServiceList(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(services.Messages[0].Services).NotTo(ContainElement(HaveField("Id", "etcd")))
+	g.Expect(services.Messages[0].Services).To(ContainElement(And(
+		HaveField("Id", "etcd"), HaveField("State", "Failed"), HaveField("Health.Unknown", true))), "the etcd service failed")
 }
 
 // TestConfigFromURL boots a node with a talos.config= URL that the server does not answer

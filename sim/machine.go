@@ -252,11 +252,7 @@ func (s *machineService) Kubeconfig(_ *emptypb.Empty, stream grpc.ServerStreamin
 
 // ServiceList reports the node's services, as Talos' service manager would.
 func (s *machineService) ServiceList(context.Context, *emptypb.Empty) (*machine.ServiceListResponse, error) {
-	services := []*machine.ServiceInfo{{Id: "apid", State: "Running", Health: &machine.ServiceHealth{Healthy: true}}}
-	if _, err := s.node.etcdMember(); err == nil {
-		services = append(services, &machine.ServiceInfo{Id: "etcd", State: "Running", Health: &machine.ServiceHealth{Healthy: true}})
-	}
-	return &machine.ServiceListResponse{Messages: []*machine.ServiceList{{Services: services}}}, nil
+	return &machine.ServiceListResponse{Messages: []*machine.ServiceList{{Services: s.node.services.list()}}}, nil
 }
 
 // Reboot restarts the node after answering: the kubelet reports NotReady, every service

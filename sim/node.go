@@ -115,8 +115,10 @@ type Node struct {
 	clientCAs       *stdx509.CertPool
 	// peerCert is the os:impersonator certificate the node forwards calls with (apid.go),
 	// issued by the OS CA whose certificate is peerCA.
-	peerCert      *tls.Certificate
-	peerCA        string
+	peerCert *tls.Certificate
+	peerCA   string
+	// services is what ServiceList reports.
+	services      serviceLog
 	etcd          *etcdMember
 	bootstrapping bool
 	// bootstrapped counts the successful Bootstrap calls this node answered.
@@ -328,6 +330,7 @@ func (n *Node) stopAll() {
 		n.etcd = nil
 	}
 	n.cfg, n.cfgData, n.serverCert, n.clientCAs, n.kubelet = nil, nil, nil, nil, nil
+	n.services.reset()
 }
 
 func (n *Node) configured() bool {
