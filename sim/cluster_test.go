@@ -71,8 +71,19 @@ func TestClusterInOneProcess(t *testing.T) {
 	cluster := simtest.Scenario(t, controlPlanes, workers)
 	admin, kube := cluster.Talos, cluster.Kube
 
+	t.Log("kube-apiserver's certificate names what Talos' names, each once: 127.0.0.1 and localhost too")
+	cert, err := simtest.ServedCertificate(ctx, "127.0.43.2:6443")
+	g.Expect(err).NotTo(HaveOccurred())
+	ips := make([]string, 0, len(cert.IPAddresses))
+	for _, ip := range cert.IPAddresses {
+		ips = append(ips, ip.String())
+	}
+	g.Expect(ips).To(ConsistOf("10.96.0.1", "127.0.0.1", "127.0.43.1", "127.0.43.2"), "the service IP, localhost, the endpoint and the node")
+	g.Expect(cert.DNSNames).To(ConsistOf("cp-1", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+		"kubernetes.default.svc.cluster.local", "localhost"))
+
 	t.Log("A key written through Kubernetes is in the etcd snapshot streamed by the Talos API")
-	_, err := kube.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
+	_, err = kube.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "in-the-snapshot"}, Data: map[string]string{"marker": "talon-snapshot-marker"},
 	}, metav1.CreateOptions{})
 	g.Expect(err).NotTo(HaveOccurred())

@@ -32,6 +32,7 @@ import (
 
 	"github.com/siderolabs/crypto/x509"
 	talosconfig "github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/resources/secrets"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -95,22 +96,30 @@ func kubeClientWith(cfg talosconfig.Provider, server string, tlsConfig rest.TLSC
 // configured from the machine config: the Kubernetes and aggregator CAs, the
 // service-account key, the service CIDR, the certificate SANs and the extra arguments.
 func (n *Node) startAPIServer(ctx context.Context, cfg talosconfig.Provider, etcdTLS transport.TLSInfo) (*component, error) {
-	sans, ips := cfg.Cluster().CertSANs(), []net.IP{n.ip}
+	// The names Talos' KubernetesCertSANsController gives the certificate, each once.
+	var sans secrets.CertSANSpec
 	if endpoint := cfg.Cluster().Endpoint(); endpoint != nil {
-		sans = append(sans, endpoint.Hostname())
+		sans.Append(endpoint.Hostname())
+	}
+	sans.Append(cfg.Cluster().CertSANs()...)
+	sans.AppendDNSNames("kubernetes", "kubernetes.default", "kubernetes.default.svc",
+		"kubernetes.default.svc."+cfg.Cluster().Network().DNSDomain(), "localhost")
+	n.mu.Lock()
+	host, domain := n.fqdnLocked()
+	n.mu.Unlock()
+	sans.Append(host)
+	if domain != "" {
+		sans.Append(host + "." + domain)
 	}
 	if serviceIPs, err := cfg.Cluster().Network().APIServerIPs(); err == nil {
-		for _, ip := range serviceIPs {
-			ips = append(ips, net.IP(ip.AsSlice()))
-		}
+		sans.AppendIPs(serviceIPs...)
 	}
-	for _, san := range sans {
-		if addr, err := netip.ParseAddr(san); err == nil {
-			ips = append(ips, net.IP(addr.AsSlice()))
-		}
+	if addr, err := netip.ParseAddr(n.ip.String()); err == nil {
+		sans.AppendIPs(addr)
 	}
-	dnsNames := append([]string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "localhost"}, sans...)
-	serving, err := issue(cfg.Cluster().IssuingCA(), "kube-apiserver", ips, dnsNames, []stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth})
+	sans.AppendIPs(netip.MustParseAddr("127.0.0.1"))
+	sans.Sort()
+	serving, err := issue(cfg.Cluster().IssuingCA(), "kube-apiserver", sans.StdIPs(), sans.DNSNames, []stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth})
 	if err != nil {
 		return nil, err
 	}

@@ -79,6 +79,8 @@ removes everything up made.`,
 	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "use this management cluster instead of starting a local plane")
 	cmd.Flags().StringVar(&o.BinDir, "bin-dir", bin, "directory of the tools and managers (make tools build)")
 	cmd.Flags().StringVar(&o.ClusterctlConfig, "config", filepath.Join(bin, "..", "out", "clusterctl.yaml"), "clusterctl.yaml of Talon's local repository (make release-manifests)")
+	cmd.Flags().IntVar(&o.APIPort, "api-port", 0, "host port that publishes the cluster's Kubernetes API (Docker nodes; default: a free port Docker picks)")
+	cmd.Flags().StringVar(&o.Subnet, "subnet", "", "subnet of the cluster's Docker network, e.g. 172.30.0.0/24 (Docker nodes; default: Docker's choice)")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 10*time.Minute, "how long to wait for the cluster to be ready")
 	return cmd
 }

@@ -22,8 +22,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +36,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
@@ -102,6 +107,11 @@ type Options struct {
 	ClusterctlConfig string
 	// OutDir receives <name>/ with the cluster's files and the plane's directory.
 	OutDir string
+	// APIPort publishes the cluster's Kubernetes API on this host port (Docker nodes only;
+	// 0: a free port Docker picks), and Subnet is the cluster network's (Docker nodes only;
+	// empty: Docker's choice).
+	APIPort int
+	Subnet  string
 	// Timeout bounds the wait for the cluster.
 	Timeout time.Duration
 	// Out receives progress; Interactive redraws the tree in place.
@@ -160,10 +170,21 @@ func Up(ctx context.Context, opts Options) (*Record, error) {
 	if opts.Workers < 0 {
 		return nil, fmt.Errorf("--workers must not be negative, got %d", opts.Workers)
 	}
+	if opts.APIPort < 0 || opts.APIPort > 65535 {
+		return nil, fmt.Errorf("--api-port must be a port number (1-65535), got %d", opts.APIPort)
+	}
+	if opts.Subnet != "" {
+		if _, err := netip.ParsePrefix(opts.Subnet); err != nil {
+			return nil, fmt.Errorf("--subnet must be a CIDR such as 172.30.0.0/24: %w", err)
+		}
+	}
 	out := opts.Out
 	rt, image, why, err := ChooseRuntime(ctx, opts.Runtime)
 	if err != nil {
 		return nil, err
+	}
+	if rt != RuntimeDocker && (opts.APIPort != 0 || opts.Subnet != "") {
+		return nil, fmt.Errorf("--api-port and --subnet apply to Docker nodes, and these run as %s (use --runtime docker)", rt)
 	}
 	sayf(out, "Nodes: %s\n", why)
 
@@ -208,14 +229,20 @@ func Up(ctx context.Context, opts Options) (*Record, error) {
 	if err := watch(ctx, c, opts, clusterDir); err != nil {
 		return rec, err
 	}
+	hostAccess := ""
+	docker := &infrav1.TalosDockerCluster{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: opts.Namespace, Name: opts.Name}, docker); err == nil && docker.Status.LoadBalancer.HostPort > 0 {
+		hostAccess = fmt.Sprintf("                (its contexts ending in %s reach the API server at https://127.0.0.1:%d, published by Docker)\n",
+			HostContextSuffix, docker.Status.LoadBalancer.HostPort)
+	}
 	sayf(out, `
 Cluster %[1]s is ready. Its files are in %[2]s:
   kubeconfig    kubectl --kubeconfig %[2]s/kubeconfig get nodes
-  talosconfig   talosctl --talosconfig %[2]s/talosconfig --nodes <address> version
+%[3]s  talosconfig   talosctl --talosconfig %[2]s/talosconfig --nodes <address> version
   configs/      the machine config each node was given
 Health:         talon status --name %[1]s
 Remove it all:  talon down
-`, opts.Name, clusterDir)
+`, opts.Name, clusterDir, hostAccess)
 	return rec, nil
 }
 
@@ -322,6 +349,21 @@ func createCluster(ctx context.Context, c client.Client, opts Options, rec *Reco
 	sayf(opts.Out, "Creating cluster %s/%s (%d control plane, %d workers, Kubernetes %s) from Talon's cluster template\n",
 		opts.Namespace, opts.Name, opts.ControlPlanes, opts.Workers, opts.KubernetesVersion)
 	for i := range objs {
+		if objs[i].GetKind() != "TalosDockerCluster" {
+			continue
+		}
+		if opts.APIPort != 0 {
+			if err := unstructured.SetNestedField(objs[i].Object, int64(opts.APIPort), "spec", "loadBalancer", "hostPort"); err != nil {
+				return err
+			}
+		}
+		if opts.Subnet != "" {
+			if err := unstructured.SetNestedField(objs[i].Object, opts.Subnet, "spec", "network", "subnet"); err != nil {
+				return err
+			}
+		}
+	}
+	for i := range objs {
 		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&objs[i]), client.FieldOwner("talon-up"), client.ForceOwnership); err != nil {
 			return fmt.Errorf("failed to create %s %s: %w", objs[i].GetKind(), objs[i].GetName(), err)
 		}
@@ -367,6 +409,38 @@ func watch(ctx context.Context, c client.Client, opts Options, clusterDir string
 	}
 }
 
+// HostContextSuffix ends the name of the kubeconfig context WriteFiles adds for a Docker
+// cluster whose Kubernetes API is published on the host.
+const HostContextSuffix = "-host"
+
+// WithHostContext adds to kubeconfig, for each of its contexts, one named <context>-host
+// whose server is https://127.0.0.1:<hostPort>: the cluster's endpoint as the host
+// publishes it, for where the Docker network's addresses do not reach (Docker Desktop).
+// The API server's certificate names 127.0.0.1, as Talos' does.
+func WithHostContext(kubeconfig []byte, hostPort int) ([]byte, error) {
+	cfg, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the cluster's kubeconfig: %w", err)
+	}
+	server := "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(hostPort))
+	for _, name := range slices.Sorted(maps.Keys(cfg.Contexts)) {
+		if strings.HasSuffix(name, HostContextSuffix) {
+			continue
+		}
+		hostContext := *cfg.Contexts[name]
+		cluster, ok := cfg.Clusters[hostContext.Cluster]
+		if !ok {
+			continue
+		}
+		hostCluster := *cluster
+		hostCluster.Server = server
+		cfg.Clusters[hostContext.Cluster+HostContextSuffix] = &hostCluster
+		hostContext.Cluster += HostContextSuffix
+		cfg.Contexts[name+HostContextSuffix] = &hostContext
+	}
+	return clientcmd.Write(*cfg)
+}
+
 // WriteFiles writes the cluster's kubeconfig, talosconfig and every Machine's rendered
 // config (configs/<machine>.yaml) into dir, as far as they exist yet.
 func WriteFiles(ctx context.Context, c client.Reader, namespace, name, dir string) error {
@@ -374,6 +448,14 @@ func WriteFiles(ctx context.Context, c client.Reader, namespace, name, dir strin
 	secret := &corev1.Secret{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-kubeconfig"}, secret); err == nil {
 		files["kubeconfig"] = secret.Data["value"]
+		docker := &infrav1.TalosDockerCluster{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, docker); err == nil && docker.Status.LoadBalancer.HostPort > 0 {
+			withHost, err := WithHostContext(secret.Data["value"], int(docker.Status.LoadBalancer.HostPort))
+			if err != nil {
+				return err
+			}
+			files["kubeconfig"] = withHost
+		}
 	}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: clustersecrets.TalosconfigSecretName(name)}, secret); err == nil {
 		files["talosconfig"] = secret.Data[clustersecrets.TalosconfigKey]

@@ -21,6 +21,8 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // TestBadInput: what a user can get wrong on the command line gets an error that says what
@@ -44,6 +46,9 @@ func TestBadInput(t *testing.T) {
 		{"negative workers", up(func(o *Options) { o.Workers = -1 }), "--workers must not be negative, got -1"},
 		{"unknown runtime", up(func(o *Options) { o.Runtime = "podman" }), `--runtime must be docker or sim, got "podman"`},
 		{"tools not built", up(func(o *Options) { o.Runtime = RuntimeSim }), "clusterctl not found in"},
+		{"an API port out of range", up(func(o *Options) { o.APIPort = 70000 }), "--api-port must be a port number (1-65535), got 70000"},
+		{"a subnet that is no CIDR", up(func(o *Options) { o.Subnet = "172.30.0.0" }), "--subnet must be a CIDR such as 172.30.0.0/24"},
+		{"an API port for simulated nodes", up(func(o *Options) { o.Runtime, o.APIPort = RuntimeSim, 6444 }), "--api-port and --subnet apply to Docker nodes"},
 		{"down of an unknown cluster", Down(t.Context(), DownOptions{OutDir: out, Name: "nope", Out: io.Discard}), `talon up made no cluster "nope" in`},
 		{"status of an unknown cluster", func() error { _, err := StatusOf(t.Context(), out, "nope"); return err }(), `talon up made no cluster "nope" in`},
 	}
@@ -55,4 +60,34 @@ func TestBadInput(t *testing.T) {
 	t.Run("down with nothing made is a no-op", func(t *testing.T) {
 		NewWithT(t).Expect(Down(t.Context(), DownOptions{OutDir: t.TempDir(), Out: io.Discard})).To(Succeed())
 	})
+}
+
+// TestWithHostContext: every context gets a twin named <context>-host that reaches the
+// API server at the published host port with the same credentials and CA; adding it again
+// changes nothing.
+func TestWithHostContext(t *testing.T) {
+	g := NewWithT(t)
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["demo"] = &clientcmdapi.Cluster{Server: "https://10.5.0.2:6443", CertificateAuthorityData: []byte("ca")}
+	cfg.AuthInfos["admin@demo"] = &clientcmdapi.AuthInfo{ClientCertificateData: []byte("crt"), ClientKeyData: []byte("key")}
+	cfg.Contexts["admin@demo"] = &clientcmdapi.Context{Cluster: "demo", AuthInfo: "admin@demo"}
+	cfg.CurrentContext = "admin@demo"
+	data, err := clientcmd.Write(*cfg)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	withHost, err := WithHostContext(data, 6444)
+	g.Expect(err).NotTo(HaveOccurred())
+	got, err := clientcmd.Load(withHost)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.CurrentContext).To(Equal("admin@demo"), "the default context is unchanged")
+	g.Expect(got.Clusters["demo"].Server).To(Equal("https://10.5.0.2:6443"))
+	g.Expect(got.Contexts).To(HaveKeyWithValue("admin@demo-host", HaveField("AuthInfo", "admin@demo")))
+	host := got.Clusters[got.Contexts["admin@demo-host"].Cluster]
+	g.Expect(host.Server).To(Equal("https://127.0.0.1:6444"))
+	g.Expect(host.CertificateAuthorityData).To(Equal([]byte("ca")))
+	g.Expect(host.InsecureSkipTLSVerify).To(BeFalse())
+
+	again, err := WithHostContext(withHost, 6444)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(again).To(Equal(withHost))
 }

@@ -22,6 +22,7 @@ package simtest
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"fmt"
 	"net"
@@ -224,20 +225,33 @@ func Scenario(tb testing.TB, controlPlanes, workers []string, patches ...bootstr
 // configured node's certificate names its hostname. (Talos stamps a reply's metadata with
 // the node as the caller routed it, not with its hostname.)
 func ServedNames(ctx context.Context, address string) ([]string, error) {
-	var names []string
+	cert, err := ServedCertificate(ctx, net.JoinHostPort(address, "50000"))
+	if err != nil {
+		return nil, err
+	}
+	return cert.DNSNames, nil
+}
+
+// ServedCertificate is the certificate a TLS server at hostport serves, read without
+// verifying it or presenting one.
+func ServedCertificate(ctx context.Context, hostport string) (*x509.Certificate, error) {
+	var cert *x509.Certificate
 	//nolint:gosec // only the served certificate is read; the handshake may then fail for want of a client certificate.
 	config := &tls.Config{InsecureSkipVerify: true, VerifyConnection: func(cs tls.ConnectionState) error {
 		if len(cs.PeerCertificates) > 0 {
-			names = cs.PeerCertificates[0].DNSNames
+			cert = cs.PeerCertificates[0]
 		}
 		return nil
 	}}
-	conn, err := (&tls.Dialer{Config: config}).DialContext(ctx, "tcp", net.JoinHostPort(address, "50000"))
+	conn, err := (&tls.Dialer{Config: config}).DialContext(ctx, "tcp", hostport)
 	if conn != nil {
 		_ = conn.Close()
 	}
-	if names == nil && err != nil {
+	if cert == nil {
+		if err == nil {
+			err = fmt.Errorf("%s served no certificate", hostport)
+		}
 		return nil, err
 	}
-	return names, nil
+	return cert, nil
 }

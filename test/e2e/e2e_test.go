@@ -21,11 +21,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -44,6 +46,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
 
+	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
 	dockerruntime "github.com/talon-capi/talon/infrastructure/docker/runtime"
 	"github.com/talon-capi/talon/internal/plane"
 	"github.com/talon-capi/talon/internal/quickstart"
@@ -165,11 +168,18 @@ func TestEndToEnd(t *testing.T) {
 	s.down()
 }
 
-// quickstart runs talon up for 1 + 2 nodes and checks what the user gets.
+// quickstartSubnet is the cluster network talon up is asked for: outside Docker's default
+// address pools, so that no network another test makes takes it first.
+const quickstartSubnet = "10.213.7.0/24"
+
+// quickstart runs talon up for 1 + 2 nodes, with its Kubernetes API published on a host
+// port and a subnet of its own, and checks what the user gets.
 func (s *suite) quickstart() client.Client {
 	t, g := s.t, s.g
 	start := time.Now()
-	out := s.talon("up", "--out", s.out, "--name", "e2e", "--bin-dir", s.bin, "--config", s.clusterctl, "--runtime", "docker", "--timeout", "5m")
+	apiPort := freeHostPort(t)
+	out := s.talon("up", "--out", s.out, "--name", "e2e", "--bin-dir", s.bin, "--config", s.clusterctl, "--runtime", "docker", "--timeout", "5m",
+		"--api-port", strconv.Itoa(apiPort), "--subnet", quickstartSubnet)
 	t.Logf("talon up took %s", time.Since(start).Round(time.Second))
 	clusterDir := filepath.Join(s.out, "e2e")
 	g.Expect(out).To(ContainSubstring("Docker with the node simulator image"))
@@ -187,11 +197,31 @@ func (s *suite) quickstart() client.Client {
 	g.Eventually(func(g Gomega) { g.Expect(readyNodes(s.t.Context(), g, workload)).To(HaveLen(3)) }).
 		WithTimeout(time.Minute).Should(Succeed())
 
+	t.Logf("The same through the port the host publishes (https://127.0.0.1:%d), the certificate verified", apiPort)
+	g.Expect(out).To(ContainSubstring(fmt.Sprintf("https://127.0.0.1:%d", apiPort)))
+	kubeconfig, err := clientcmd.LoadFromFile(filepath.Join(clusterDir, "kubeconfig"))
+	g.Expect(err).NotTo(HaveOccurred())
+	hostContext := kubeconfig.CurrentContext + quickstart.HostContextSuffix
+	g.Expect(kubeconfig.Contexts).To(HaveKey(hostContext))
+	hostConfig, err := clientcmd.NewNonInteractiveClientConfig(*kubeconfig, hostContext, nil, nil).ClientConfig()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(hostConfig.Host).To(Equal(fmt.Sprintf("https://127.0.0.1:%d", apiPort)))
+	g.Expect(hostConfig.Insecure).To(BeFalse())
+	g.Expect(hostConfig.CAData).NotTo(BeEmpty())
+	fromHost, err := client.New(hostConfig, client.Options{Scheme: quickstart.Scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func(g Gomega) { g.Expect(readyNodes(s.t.Context(), g, fromHost)).To(HaveLen(3)) }).
+		WithTimeout(time.Minute).Should(Succeed())
+
 	t.Log("The plane's Deployments are scaled to zero: their managers run as local processes")
 	p, err := plane.Open(filepath.Join(s.out, quickstart.PlaneDirName), nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(p.Managers()).To(HaveLen(4))
 	mgmt := s.client(p.Kubeconfig())
+	docker := &infrav1.TalosDockerCluster{}
+	g.Expect(mgmt.Get(s.t.Context(), client.ObjectKey{Namespace: "default", Name: "e2e"}, docker)).To(Succeed())
+	g.Expect(docker.Status.Network.Subnet).To(Equal(quickstartSubnet))
+	g.Expect(docker.Status.LoadBalancer.HostPort).To(BeEquivalentTo(apiPort))
 
 	t.Log("talon status shows Machines, Nodes and etcd members")
 	status := s.talon("status", "--out", s.out, "--name", "e2e")
@@ -371,6 +401,17 @@ func (s *suite) down() {
 	entries, err := os.ReadDir(s.out)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(entries).To(BeEmpty(), "talon down removes the plane and the clusters' files")
+}
+
+// freeHostPort is a TCP port free on the host right now.
+func freeHostPort(t *testing.T) int {
+	t.Helper()
+	l, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 // usableMachines are the Cluster's Machines, each Running with a Node and Ready.

@@ -67,7 +67,18 @@ func waitForReadyMachines(tb testing.TB, env *envtest.Environment, tcp *controlp
 	NewWithT(tb).Eventually(func(g Gomega) {
 		g.Expect(env.Client.Get(tb.Context(), client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
 		g.Expect(tcp.Status.ReadyReplicas).To(HaveValue(BeEquivalentTo(3)))
-	}, 2*time.Minute, time.Second).Should(Succeed(), func() string { return conditionSummary(tcp.Status.Conditions) })
+	}, 2*time.Minute, time.Second).Should(Succeed(), func() string {
+		// The TalosControlPlane's conditions, and those of each Machine, to tell why one is not Ready.
+		summary := conditionSummary(tcp.Status.Conditions)
+		machines, err := controlPlaneMachines(context.Background(), env, tcp)
+		if err != nil {
+			return summary
+		}
+		for _, m := range machines {
+			summary += "\nMachine " + m.Name + ":" + conditionSummary(m.Status.Conditions)
+		}
+		return summary
+	})
 }
 
 // ownerRemediated is the OwnerRemediated condition of the Machine name, if any.
