@@ -200,7 +200,7 @@ func TestTalosctl(t *testing.T) {
 			for _, service := range []string{"apid", "containerd", "cri", "kubelet", "machined"} {
 				g.Expect(out).To(MatchRegexp(row(worker, service)), "%s on the worker", service)
 			}
-			g.Expect(out).NotTo(MatchRegexp(`(?m)^` + regexp.QuoteMeta(worker) + `\s+(etcd|trustd)\s`), "a worker runs neither etcd nor trustd")
+			g.Expect(out).NotTo(MatchRegexp(`(?m)^`+regexp.QuoteMeta(worker)+`\s+(etcd|trustd)\s`), "a worker runs neither etcd nor trustd")
 		}},
 		{"service etcd", func(g Gomega) {
 			out := c.ok(g, on(controlPlanes[0], "service", "etcd")...)
