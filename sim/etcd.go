@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/siderolabs/crypto/x509"
@@ -42,6 +43,9 @@ type etcdMember struct {
 	client   *clientv3.Client
 	dir      string
 	stopOnce sync.Once
+	// leaving is set while the node removes the member itself (leaveEtcd), which then
+	// stops it: watchRemoval leaves it alone.
+	leaving atomic.Bool
 }
 
 // etcdURL is https://ip:port.

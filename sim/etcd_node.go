@@ -23,6 +23,8 @@ import (
 	"os"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -94,20 +96,57 @@ func (n *Node) etcdMember() (*etcdMember, error) {
 	return n.etcd, nil
 }
 
-// leaveEtcd removes this member from its cluster, stops it and drops its data.
+// leaveRetry is how often leaveEtcd retries a removal etcd refuses for now (machined: 10 s).
+const leaveRetry = time.Second
+
+// leaveEtcd removes this member from its cluster, stops it and drops its data, as machined's
+// LeaveCluster does: the removal goes through every member and is retried, for up to 5
+// minutes, while etcd says the cluster is unhealthy (a member not connected for long enough,
+// as right after a leadership change) or the server stopped (this member applying its own
+// removal); a member already gone counts as removed. Errors are etcd's, wrapped as machined
+// wraps them.
 func (n *Node) leaveEtcd(ctx context.Context) error {
 	m, err := n.etcdMember()
 	if err != nil {
 		return err
 	}
-	if _, err := m.client.MemberRemove(ctx, m.id()); err != nil {
-		// machined wraps etcd's error as it is, code included.
-		return fmt.Errorf("failed to leave cluster: %w", err)
+	id := m.id()
+	endpoints := m.client.Endpoints()
+	if list, err := m.client.MemberList(ctx, clientv3.WithSerializable()); err == nil {
+		for _, member := range list.Members {
+			endpoints = append(endpoints, member.ClientURLs...)
+		}
+	}
+	c, err := newEtcdClient(etcdTLSInfo(n.stateDir("etcd-pki")), endpoints...)
+	if err != nil {
+		return fmt.Errorf("failed to create etcd client: %w", err)
+	}
+	defer func() { _ = c.Close() }()
+	m.leaving.Store(true)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	for {
+		_, err := c.MemberRemove(ctx, id)
+		if err == nil || errors.Is(err, rpctypes.ErrMemberNotFound) {
+			break
+		}
+		if !errors.Is(err, rpctypes.ErrUnhealthy) && !errors.Is(err, rpctypes.ErrStopped) {
+			m.leaving.Store(false)
+			return fmt.Errorf("failed to leave cluster: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			m.leaving.Store(false)
+			return fmt.Errorf("failed to leave cluster: %w", err)
+		case <-time.After(leaveRetry):
+		}
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	m.stop()
-	n.etcd = nil
+	if n.etcd == m {
+		n.etcd = nil
+	}
 	n.services.stopped("etcd", serviceFinished, "Service finished successfully")
 	return os.RemoveAll(m.dir)
 }
@@ -134,6 +173,9 @@ func (n *Node) watchRemoval(m *etcdMember) {
 			srv := m.server.Server
 			if srv.IsMemberExist(srv.MemberID()) {
 				continue
+			}
+			if m.leaving.Load() {
+				return // leaveEtcd stops it
 			}
 			n.mu.Lock()
 			if n.etcd == m {
