@@ -18,6 +18,7 @@ package taloscontrolplane_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -76,6 +77,11 @@ func waitForReadyMachines(tb testing.TB, env *envtest.Environment, tcp *controlp
 		}
 		for _, m := range machines {
 			summary += "\nMachine " + m.Name + ":" + conditionSummary(m.Status.Conditions)
+		}
+		if nodes, err := workloadClient(tb, env, tcp).CoreV1().Nodes().List(context.Background(), metav1.ListOptions{}); err == nil {
+			for _, n := range nodes.Items {
+				summary += fmt.Sprintf("\nNode %s: providerID %q", n.Name, n.Spec.ProviderID)
+			}
 		}
 		return summary
 	})

@@ -211,14 +211,16 @@ func (s *simInfra) patchNodeProviderID(ctx context.Context, infra *infrav1.Talos
 			if a.Type != corev1.NodeInternalIP || a.Address != infra.Status.Addresses[0].Address {
 				continue
 			}
+			// Checked again now and then, as a cloud provider's node controller keeps doing.
+			recheck := ctrl.Result{RequeueAfter: 10 * time.Second}
 			if node.Spec.ProviderID == infra.Spec.ProviderID {
-				return ctrl.Result{}, nil
+				return recheck, nil
 			}
 			node.Spec.ProviderID = infra.Spec.ProviderID
 			if _, err := kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 				return retry, nil //nolint:nilerr // retried: the kubelet updates the Node too
 			}
-			return ctrl.Result{}, nil
+			return recheck, nil
 		}
 	}
 	return retry, nil
