@@ -69,12 +69,15 @@ func (b *Balancer) checkOnce(ctx context.Context, client *http.Client) {
 	var mu sync.Mutex
 	var probing sync.WaitGroup
 	for _, port := range b.ports {
-		results[port] = make(map[netip.Addr]bool, len(backends))
+		// The probes write only their port's map: the loop adds the next port's to results
+		// while they run.
+		perPort := make(map[netip.Addr]bool, len(backends))
+		results[port] = perPort
 		for _, backend := range backends {
 			probing.Go(func() {
 				healthy := probe(ctx, client, backend, port)
 				mu.Lock()
-				results[port][backend] = healthy
+				perPort[backend] = healthy
 				mu.Unlock()
 			})
 		}
