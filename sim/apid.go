@@ -69,9 +69,19 @@ func (n *Node) routeOf(ctx context.Context, fullMethod string) (*route, error) {
 	if okNode && len(node) != 1 {
 		return nil, status.Error(codes.InvalidArgument, "node metadata must be single-valued")
 	}
+	// A node that cannot forward (a worker) answers a call meant for itself alone, as apid
+	// does when forwarding is disabled.
+	if _, err := n.peerTLS(); err != nil {
+		if okNode && n.isLocalTarget(node[0]) {
+			okNode = false
+		}
+		if okNodes && len(nodes) == 1 && n.isLocalTarget(nodes[0]) {
+			okNodes = false
+		}
+	}
 	switch {
 	case okNodes:
-		if !strings.HasPrefix(fullMethod, "/machine.MachineService/") {
+		if !oneToMany(fullMethod) {
 			return nil, status.Errorf(codes.InvalidArgument, "one-2-many proxying is not supported for method %s", fullMethod)
 		}
 		return &route{targets: nodes, many: true}, nil
@@ -79,6 +89,27 @@ func (n *Node) routeOf(ctx context.Context, fullMethod string) (*route, error) {
 		return &route{targets: node}, nil
 	}
 	return nil, nil
+}
+
+// isLocalTarget reports whether target names this node: its address or its hostname.
+func (n *Node) isLocalTarget(target string) bool {
+	target = strings.Trim(target, "[]")
+	if ip := net.ParseIP(target); ip != nil {
+		return ip.Equal(n.ip)
+	}
+	host, domain := n.fqdn()
+	return target == host || (domain != "" && target == host+"."+domain)
+}
+
+// oneToMany reports whether apid sends a method to many nodes at once: the methods of the
+// services whose replies carry the node they came from.
+func oneToMany(fullMethod string) bool {
+	for _, service := range []string{"machine.MachineService", "cluster.ClusterService", "inspect.InspectService", "storage.StorageService", "time.TimeService"} {
+		if strings.HasPrefix(fullMethod, "/"+service+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // forwardUnary answers a unary call routed to other nodes.

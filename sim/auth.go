@@ -30,23 +30,41 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// methodRoles are the roles that may call each method once a node is configured, following
-// Talos' own authorization rules: readers read, operators also reboot and back up etcd,
+// methodRoles are the roles that may call each method once a node is configured, as in
+// machined's authorization rules: readers read, operators also reboot and back up etcd,
 // admins change the node. Methods not listed are refused to everyone but admins.
 var methodRoles = map[string]role.Set{
-	"Version":               role.MakeSet(role.Admin, role.Operator, role.Reader),
-	"ServiceList":           role.MakeSet(role.Admin, role.Operator, role.Reader),
-	"EtcdMemberList":        role.MakeSet(role.Admin, role.Operator, role.Reader),
-	"EtcdStatus":            role.MakeSet(role.Admin, role.Operator, role.Reader),
-	"EtcdSnapshot":          role.MakeSet(role.Admin, role.Operator, role.EtcdBackup),
-	"EtcdForfeitLeadership": role.MakeSet(role.Admin, role.Operator),
-	"Reboot":                role.MakeSet(role.Admin, role.Operator),
-	"Shutdown":              role.MakeSet(role.Admin, role.Operator),
+	"/machine.MachineService/Version":        role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/machine.MachineService/ServiceList":    role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/machine.MachineService/Events":         role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/machine.MachineService/List":           role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/machine.MachineService/Logs":           role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/machine.MachineService/Memory":         role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/machine.MachineService/Dmesg":          role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/machine.MachineService/EtcdMemberList": role.MakeSet(role.Admin, role.Operator, role.Reader, role.EtcdBackup),
+	"/machine.MachineService/EtcdStatus":     role.MakeSet(role.Admin, role.Operator, role.Reader, role.EtcdBackup),
+	"/machine.MachineService/EtcdSnapshot":   role.MakeSet(role.Admin, role.Operator, role.EtcdBackup),
+	"/machine.MachineService/Reboot":         role.MakeSet(role.Admin, role.Operator),
+	"/machine.MachineService/Shutdown":       role.MakeSet(role.Admin, role.Operator),
+	"/machine.MachineService/ImagePull":      role.MakeSet(role.Admin, role.Operator),
+	"/machine.ImageService/Pull":             role.MakeSet(role.Admin, role.Operator),
+	"/storage.StorageService/Disks":          role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/cosi.resource.State/Get":               role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/cosi.resource.State/List":              role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/cosi.resource.State/Watch":             role.MakeSet(role.Admin, role.Operator, role.Reader),
 }
 
-// maintenanceMethods are what a node without a config answers, to anyone, as Talos'
-// maintenance service does.
-var maintenanceMethods = map[string]bool{"Version": true, "ApplyConfiguration": true}
+// maintenanceMethods are what a node without a config answers: as Talos' apid in maintenance
+// mode gives every caller (there are no client certificates yet) the reader role, the
+// methods readers may call, and ApplyConfiguration.
+var maintenanceMethods = map[string]bool{
+	"/machine.MachineService/Version":            true,
+	"/machine.MachineService/ApplyConfiguration": true,
+	"/storage.StorageService/Disks":              true,
+	"/cosi.resource.State/Get":                   true,
+	"/cosi.resource.State/List":                  true,
+	"/cosi.resource.State/Watch":                 true,
+}
 
 func (n *Node) authorizeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if err := n.waitWhilePartitioned(ctx); err != nil {
@@ -83,16 +101,16 @@ func (n *Node) authorizeStream(srv any, ss grpc.ServerStream, info *grpc.StreamS
 func (n *Node) authorize(ctx context.Context, fullMethod string) error {
 	method := path.Base(fullMethod)
 	if !n.configured() {
-		if maintenanceMethods[method] {
+		if maintenanceMethods[fullMethod] {
 			return nil
 		}
-		return status.Errorf(codes.Unimplemented, "%s is not available in maintenance mode: apply a machine config first", method)
+		return status.Errorf(codes.PermissionDenied, "not authorized: %s is not available in maintenance mode", method)
 	}
 	roles, err := callerRoles(ctx)
 	if err != nil {
 		return err
 	}
-	allowed, ok := methodRoles[method]
+	allowed, ok := methodRoles[fullMethod]
 	if !ok {
 		allowed = role.MakeSet(role.Admin)
 	}

@@ -28,6 +28,7 @@ import (
 	talosconfig "github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	machinetype "github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 
 	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
 )
@@ -77,7 +78,7 @@ func (n *Node) applyConfig(_ context.Context, data []byte) error {
 	}
 
 	n.mu.Lock()
-	first := n.cfg == nil
+	first, old := n.cfg == nil, n.cfg
 	n.cfg, n.cfgData, n.clientCAs = cfg, data, clientCAs
 	if serverCert != nil || first {
 		// A worker keeps the certificate trustd issued it.
@@ -85,14 +86,24 @@ func (n *Node) applyConfig(_ context.Context, data []byte) error {
 	}
 	n.opts.Log.Info("Machine config applied", "type", cfg.Machine().Type().String(), "hostname", n.hostnameLocked())
 	n.mu.Unlock()
+	n.publishConfig(cfg)
 	if first {
 		n.startServices(cfg)
+		n.setStage(runtime.MachineStageRunning)
+	} else {
+		n.restartKubernetesIfChanged(old, cfg)
+		n.restartKubeletIfChanged(old, cfg)
 	}
+	n.notifyConfigChanged()
+	return nil
+}
+
+// notifyConfigChanged wakes the kubelet stand-in to report the node as it is now.
+func (n *Node) notifyConfigChanged() {
 	select {
 	case n.configChanged <- struct{}{}:
 	default:
 	}
-	return nil
 }
 
 // startServices starts what a node runs once it has a config. A control-plane node with

@@ -23,12 +23,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	stdslices "slices"
 	"time"
 
 	talosconfig "github.com/siderolabs/talos/pkg/machinery/config"
+	machinetype "github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -45,6 +47,8 @@ const retryInterval = time.Second
 // kube-controller-manager, and the kubelet stand-in with the mirror Pods of the static
 // control-plane pods. It returns when they run or ctx ends.
 func (n *Node) startControlPlane(ctx context.Context, cfg talosconfig.Provider, etcdTLS transport.TLSInfo) error {
+	n.controlPlaneStart.Lock()
+	defer n.controlPlaneStart.Unlock()
 	s, err := n.startAPIServer(ctx, cfg, etcdTLS)
 	if err != nil {
 		return err
@@ -72,8 +76,48 @@ func (n *Node) startControlPlane(ctx context.Context, cfg talosconfig.Provider, 
 		return ctx.Err()
 	}
 	n.opts.Log.Info("Control plane is up", "kube-apiserver", n.apiServerURL())
+	n.mu.Lock()
+	kubeletRunning := n.kubelet != nil
+	n.mu.Unlock()
+	if kubeletRunning {
+		// The control plane restarted under a running kubelet: it reports the new pods.
+		n.notifyConfigChanged()
+		return nil
+	}
 	n.startKubelet(admin)
 	return nil
+}
+
+// restartKubernetesIfChanged restarts the node's kube-apiserver and kube-controller-manager
+// when a new config changes what they run (their images, that is their versions, or their
+// arguments), as Talos replaces a static pod whose definition changed.
+func (n *Node) restartKubernetesIfChanged(old, cfg talosconfig.Provider) {
+	if cfg.Machine().Type() != machinetype.TypeControlPlane || old == nil {
+		return
+	}
+	was, now := old.Cluster(), cfg.Cluster()
+	sameArgs := func(a, b map[string][]string) bool { return maps.EqualFunc(a, b, stdslices.Equal) }
+	if was.APIServer().Image() == now.APIServer().Image() && sameArgs(was.APIServer().ExtraArgs(), now.APIServer().ExtraArgs()) &&
+		was.ControllerManager().Image() == now.ControllerManager().Image() &&
+		sameArgs(was.ControllerManager().ExtraArgs(), now.ControllerManager().ExtraArgs()) {
+		return
+	}
+	n.mu.Lock()
+	ctx, running := n.servicesCtx, n.apiServer != nil
+	n.mu.Unlock()
+	if !running || ctx == nil {
+		return
+	}
+	n.opts.Log.Info("Restarting the control plane for the new config",
+		"kube-apiserver", now.APIServer().Image(), "kube-controller-manager", now.ControllerManager().Image())
+	tlsInfo := etcdTLSInfo(n.stateDir("etcd-pki"))
+	go func() {
+		// After a start under way, if any: it would otherwise start its components too.
+		n.controlPlaneStart.Lock()
+		n.stopComponents()
+		n.controlPlaneStart.Unlock()
+		_ = n.retry(ctx, "Waiting to restart the control plane", func() error { return n.startControlPlane(ctx, cfg, tlsInfo) })
+	}()
 }
 
 // adopt records a started component in *slot, unless the node stopped or was reset while it

@@ -79,10 +79,13 @@ func (n *Node) report(ctx context.Context, cfg talosconfig.Provider, c *kubernet
 		if err == nil {
 			break
 		}
-		if !apierrors.IsConflict(err) || attempt == 3 {
+		// A conflict, or NodeRestriction refusing an update based on a Node whose taints
+		// changed meanwhile (a cordon): read the Node again.
+		if (!apierrors.IsConflict(err) && !apierrors.IsForbidden(err)) || attempt == 3 {
 			return err
 		}
 	}
+	n.setNodeReady(true)
 	if err := renewLease(ctx, c, node.Name); err != nil {
 		return err
 	}
@@ -90,6 +93,54 @@ func (n *Node) report(ctx context.Context, cfg talosconfig.Provider, c *kubernet
 		return n.publishMirrorPods(ctx, cfg, c, node)
 	}
 	return nil
+}
+
+// kubeletRestart is how long the kubelet is down when a new config restarts it.
+const kubeletRestart = 500 * time.Millisecond
+
+// restartKubeletIfChanged restarts the kubelet service when a new config changes its image
+// (its version), as Talos does: the service finishes, starts again, and the kubelet
+// reports its Node with the new version.
+func (n *Node) restartKubeletIfChanged(old, cfg talosconfig.Provider) {
+	if old == nil || old.Machine().Kubelet().Image() == cfg.Machine().Kubelet().Image() {
+		return
+	}
+	n.mu.Lock()
+	running, ctx := n.kubelet != nil, n.servicesCtx
+	n.mu.Unlock()
+	if !running || ctx == nil {
+		return
+	}
+	n.opts.Log.Info("Restarting the kubelet for the new config", "image", cfg.Machine().Kubelet().Image())
+	n.services.stopped("kubelet", serviceFinished, "Service finished successfully")
+	go func() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(kubeletRestart):
+		}
+		n.services.running("kubelet")
+		n.notifyConfigChanged()
+	}()
+}
+
+// setNodeReady records whether the kubelet stand-in last reported its Node Ready, which the
+// machine's readiness follows.
+func (n *Node) setNodeReady(ready bool) {
+	n.mu.Lock()
+	changed := n.nodeIsReady != ready
+	n.nodeIsReady = ready
+	n.mu.Unlock()
+	if changed {
+		n.publishMachineStatus()
+	}
+}
+
+// nodeReady reports whether the kubelet stand-in last reported its Node Ready.
+func (n *Node) nodeReady() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.nodeIsReady
 }
 
 // registerNode creates the Node, or brings its labels up to date with the config.
@@ -151,6 +202,7 @@ func (n *Node) reportShutdown(ctx context.Context) {
 	if c == nil || cfg == nil {
 		return
 	}
+	n.setNodeReady(false)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	node, err := c.CoreV1().Nodes().Get(ctx, n.nodename(), metav1.GetOptions{})

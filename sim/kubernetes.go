@@ -171,6 +171,11 @@ func (n *Node) startAPIServer(ctx context.Context, cfg talosconfig.Provider, etc
 		"profiling":                    "false",
 		"v":                            "0",
 	}
+	if n.ip.IsLoopback() {
+		// Kubernetes cannot publish a loopback address as the kubernetes Service's endpoint
+		// (v1.37 refuses to start with it): a node on loopback publishes none.
+		flags["endpoint-reconciler-type"] = "none"
+	}
 	if _, ok := files["aggregator-ca.crt"]; ok {
 		flags["requestheader-client-ca-file"] = filepath.Join(dir, "aggregator-ca.crt")
 		flags["requestheader-allowed-names"] = "front-proxy-client"
@@ -180,7 +185,7 @@ func (n *Node) startAPIServer(ctx context.Context, cfg talosconfig.Provider, etc
 		flags["proxy-client-cert-file"] = filepath.Join(dir, "front-proxy-client.crt")
 		flags["proxy-client-key-file"] = filepath.Join(dir, "front-proxy-client.key")
 	}
-	return n.startComponent(ctx, "kube-apiserver", withExtraArgs(flags, cfg.Cluster().APIServer().ExtraArgs()))
+	return n.startComponent(ctx, "kube-apiserver", cfg.Cluster().APIServer().Image(), withExtraArgs(flags, cfg.Cluster().APIServer().ExtraArgs()))
 }
 
 // startControllerManager runs kube-controller-manager against the node's own
@@ -221,7 +226,7 @@ func (n *Node) startControllerManager(ctx context.Context, cfg talosconfig.Provi
 		"profiling":                        "false",
 		"v":                                "0",
 	}
-	return n.startComponent(ctx, "kube-controller-manager", withExtraArgs(flags, cfg.Cluster().ControllerManager().ExtraArgs()))
+	return n.startComponent(ctx, "kube-controller-manager", cfg.Cluster().ControllerManager().Image(), withExtraArgs(flags, cfg.Cluster().ControllerManager().ExtraArgs()))
 }
 
 // writeFiles writes files into the state subdirectory sub and returns its path.

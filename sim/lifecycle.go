@@ -25,6 +25,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 )
@@ -70,16 +72,21 @@ func (n *Node) poweredOffSince(stops int) bool {
 	return n.stops != stops
 }
 
-// rebootLater reboots the node once the current call has been answered.
-func (n *Node) rebootLater(reason string) {
-	n.later(answerGrace, func(context.Context) { n.reboot(reason) })
+// rebootLater reboots the node once the current call has been answered; actorID is the
+// request's, which the reboot's events carry.
+func (n *Node) rebootLater(reason, actorID string) {
+	n.later(answerGrace, func(context.Context) { n.reboot(reason, actorID) })
 }
 
-// reboot stops the node gracefully and boots it again after the reboot delay.
-func (n *Node) reboot(reason string) {
+// reboot stops the node gracefully and boots it again after the reboot delay. As machined's
+// reboot sequence, it publishes the sequence, the rebooting stage and the task that stops
+// every service, for actorID.
+func (n *Node) reboot(reason, actorID string) {
 	n.opts.Log.Info("Rebooting", "reason", reason)
+	n.sequence("reboot", actorID)
+	n.setStage(runtime.MachineStageRebooting)
 	ctx, _ := n.powerState()
-	n.reportShutdown(ctx)
+	n.stopAllServices(ctx, actorID)
 	n.Stop()
 	n.later(n.opts.RebootDelay, func(ctx context.Context) {
 		if err := n.Start(ctx, nil); err != nil && ctx.Err() == nil {
@@ -88,27 +95,50 @@ func (n *Node) reboot(reason string) {
 	})
 }
 
+// stopAllServices is machined's stopAllServices task, as far as the outside sees it: its
+// start, the kubelet reporting the Node NotReady, its end. The node's API stays up a moment
+// longer, so that whoever watches the events sees the task end.
+func (n *Node) stopAllServices(ctx context.Context, actorID string) {
+	n.stopAllServicesEvents(actorID, machine.TaskEvent_START)
+	n.reportShutdown(ctx)
+	n.stopAllServicesEvents(actorID, machine.TaskEvent_STOP)
+	time.Sleep(answerGrace)
+}
+
 // shutdownLater powers the node off gracefully once the current call has been answered.
-func (n *Node) shutdownLater() {
+func (n *Node) shutdownLater(actorID string) {
 	n.later(answerGrace, func(ctx context.Context) {
 		n.opts.Log.Info("Shutting down")
-		n.reportShutdown(ctx)
-		n.Stop()
-		if n.opts.OnShutdown != nil {
-			n.opts.OnShutdown()
-		}
+		n.sequence("shutdown", actorID)
+		n.setStage(runtime.MachineStageShuttingDown)
+		n.stopAllServices(ctx, actorID)
+		n.powerOffGracefully()
 	})
 }
 
+// powerOffGracefully powers the node off after its services stopped, and tells whoever
+// watches its power (a BMC).
+func (n *Node) powerOffGracefully() {
+	n.Stop()
+	if n.opts.OnShutdown != nil {
+		n.opts.OnShutdown()
+	}
+}
+
 // upgradeLater installs version and reboots into it after the upgrade delay.
-func (n *Node) upgradeLater(version string) {
+func (n *Node) upgradeLater(version, actorID string) {
 	n.later(n.opts.UpgradeDelay, func(context.Context) {
-		if err := os.WriteFile(n.stateDir("talos-version"), []byte(version+"\n"), 0o600); err != nil {
+		if err := n.install(version); err != nil {
 			n.opts.Log.Error(err, "Upgrade failed")
 			return
 		}
-		n.reboot("upgrade to " + version)
+		n.reboot("upgrade to "+version, actorID)
 	})
+}
+
+// install writes version as the Talos version the node boots next.
+func (n *Node) install(version string) error {
+	return os.WriteFile(n.stateDir("talos-version"), []byte(version+"\n"), 0o600)
 }
 
 // PowerOff cuts the node's power: nothing is shut down gracefully and the kubelet reports

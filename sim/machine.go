@@ -22,10 +22,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"strings"
 
+	"github.com/google/uuid"
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	machinetype "github.com/siderolabs/talos/pkg/machinery/config/machine"
@@ -51,50 +51,6 @@ func (s *machineService) Version(context.Context, *emptypb.Empty) (*machine.Vers
 		},
 		Platform: &machine.PlatformInfo{Name: string(s.node.opts.Mode), Mode: string(s.node.opts.Mode)},
 	}}}, nil
-}
-
-// ApplyConfiguration validates and applies a machine config. In maintenance mode any mode
-// configures the node. Once configured, staged keeps the config for the next boot, reboot
-// applies it and reboots, and no_reboot and auto apply it at once (a simulated node needs no
-// reboot to take a config).
-func (s *machineService) ApplyConfiguration(ctx context.Context, req *machine.ApplyConfigurationRequest) (*machine.ApplyConfigurationResponse, error) {
-	mode := req.GetMode()
-	if mode == machine.ApplyConfigurationRequest_TRY {
-		return nil, status.Error(codes.Unimplemented, "try mode is not simulated")
-	}
-	later := s.node.configured() && (mode == machine.ApplyConfigurationRequest_STAGED || mode == machine.ApplyConfigurationRequest_REBOOT)
-	if req.GetDryRun() || later {
-		// applyConfig validates what it applies now; these only validate here.
-		if err := s.node.validate(req.GetData()); err != nil {
-			return nil, status.Error(codes.InvalidArgument, fmt.Errorf("%w: %w", errInvalidConfig, err).Error())
-		}
-	}
-	if req.GetDryRun() {
-		return s.applied(mode, "Dry run: the config is valid and was not applied"), nil
-	}
-	if later {
-		if err := os.WriteFile(s.node.stateDir("staged.yaml"), req.GetData(), 0o600); err != nil {
-			return nil, status.Error(codes.Internal, err.Error())
-		}
-		if mode == machine.ApplyConfigurationRequest_STAGED {
-			return s.applied(mode, "Staged configuration to be applied after the next reboot"), nil
-		}
-		s.node.rebootLater("apply-config")
-		return s.applied(mode, "Applied configuration with a reboot"), nil
-	}
-	if err := s.node.applyConfig(ctx, req.GetData()); err != nil {
-		if errors.Is(err, errInvalidConfig) {
-			return nil, status.Error(codes.InvalidArgument, err.Error())
-		}
-		return nil, status.Error(codes.Internal, err.Error())
-	}
-	return s.applied(mode, "Applied configuration without a reboot"), nil
-}
-
-func (s *machineService) applied(mode machine.ApplyConfigurationRequest_Mode, details string) *machine.ApplyConfigurationResponse {
-	return &machine.ApplyConfigurationResponse{Messages: []*machine.ApplyConfiguration{{
-		Mode: mode, ModeDetails: details,
-	}}}
 }
 
 // Bootstrap starts the first etcd member of the cluster on this control-plane node. It
@@ -257,15 +213,18 @@ func (s *machineService) ServiceList(context.Context, *emptypb.Empty) (*machine.
 
 // Reboot restarts the node after answering: the kubelet reports NotReady, every service
 // stops, a staged config becomes active, and the node boots again after its reboot delay.
+// The answer names the actor whose events follow the reboot, as machined's does.
 func (s *machineService) Reboot(context.Context, *machine.RebootRequest) (*machine.RebootResponse, error) {
-	s.node.rebootLater("reboot")
-	return &machine.RebootResponse{Messages: []*machine.Reboot{{ActorId: "talon-sim"}}}, nil
+	actorID := uuid.NewString()
+	s.node.rebootLater("reboot", actorID)
+	return &machine.RebootResponse{Messages: []*machine.Reboot{{ActorId: actorID}}}, nil
 }
 
 // Shutdown powers the node off after answering; it stays off until powered on.
 func (s *machineService) Shutdown(context.Context, *machine.ShutdownRequest) (*machine.ShutdownResponse, error) {
-	s.node.shutdownLater()
-	return &machine.ShutdownResponse{Messages: []*machine.Shutdown{{ActorId: "talon-sim"}}}, nil
+	actorID := uuid.NewString()
+	s.node.shutdownLater(actorID)
+	return &machine.ShutdownResponse{Messages: []*machine.Shutdown{{ActorId: actorID}}}, nil
 }
 
 // Upgrade installs the Talos version of the installer image's tag: after the node's upgrade
@@ -275,27 +234,25 @@ func (s *machineService) Upgrade(_ context.Context, req *machine.UpgradeRequest)
 	if !strings.HasPrefix(version, "v") {
 		return nil, status.Errorf(codes.InvalidArgument, "installer image %q has no version tag", req.GetImage())
 	}
-	s.node.upgradeLater(version)
+	actorID := uuid.NewString()
+	s.node.upgradeLater(version, actorID)
 	return &machine.UpgradeResponse{Messages: []*machine.Upgrade{{
-		Ack: "Upgrade request received", ActorId: "talon-sim",
+		Ack: "Upgrade request received", ActorId: actorID,
 	}}}, nil
 }
 
-// Reset leaves etcd (gracefully, unless asked not to), wipes the node's state and, as Talos
-// does, reboots into maintenance mode when asked to reboot, else powers off.
+// Reset checks what it is asked to wipe as machined does, answers with the actor of the
+// reset, and then, as machined's reset sequence: leaves etcd (when graceful, on a
+// control-plane node), stops every service, wipes the system disk or just the partitions
+// asked for, and reboots (into maintenance mode, when STATE was wiped) or powers off.
 func (s *machineService) Reset(ctx context.Context, req *machine.ResetRequest) (*machine.ResetResponse, error) {
-	if req.GetGraceful() && s.node.isControlPlane() {
-		if err := s.node.leaveEtcd(ctx); err != nil && status.Code(err) != codes.FailedPrecondition {
-			return nil, err
-		}
+	wipe, err := s.node.resetTargets(ctx, req)
+	if err != nil {
+		return nil, err
 	}
-	if err := s.node.wipe(); err != nil {
-		return nil, status.Errorf(codes.Internal, "failed to wipe the node: %v", err)
-	}
-	if !req.GetReboot() {
-		s.node.shutdownLater()
-	}
-	return &machine.ResetResponse{Messages: []*machine.Reset{{}}}, nil
+	actorID := uuid.NewString()
+	s.node.later(answerGrace, func(ctx context.Context) { s.node.reset(ctx, req, wipe, actorID) })
+	return &machine.ResetResponse{Messages: []*machine.Reset{{ActorId: actorID}}}, nil
 }
 
 // isControlPlane reports whether the node's config is a control-plane config.
@@ -303,18 +260,6 @@ func (n *Node) isControlPlane() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.cfg != nil && n.cfg.Machine().Type() == machinetype.TypeControlPlane
-}
-
-// wipe stops every service and drops all state: the node is back in maintenance mode.
-func (n *Node) wipe() error {
-	n.stopAll()
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if err := wipeDir(n.opts.StateDir); err != nil {
-		return err
-	}
-	n.opts.Log.Info("Node reset to maintenance mode")
-	return nil
 }
 
 // streamData sends r as a stream of common.Data chunks.
@@ -334,4 +279,15 @@ func streamData(stream grpc.ServerStreamingServer[common.Data], r io.Reader) err
 			return fmt.Errorf("failed to read: %w", err)
 		}
 	}
+}
+
+// simMemory is the memory a simulated node reports, in kB as /proc/meminfo counts it: 4 GiB,
+// more than Talos' minimum for a control-plane node.
+const simMemory = 4 << 20
+
+// Memory reports the node's memory, as /proc/meminfo would.
+func (s *machineService) Memory(context.Context, *emptypb.Empty) (*machine.MemoryResponse, error) {
+	return &machine.MemoryResponse{Messages: []*machine.Memory{{Meminfo: &machine.MemInfo{
+		Memtotal: simMemory, Memfree: simMemory / 2, Memavailable: simMemory * 3 / 4, Cached: simMemory / 8,
+	}}}}, nil
 }

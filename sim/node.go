@@ -30,10 +30,16 @@ import (
 	"sync"
 	"time"
 
+	cosiv1alpha1 "github.com/cosi-project/runtime/api/v1alpha1"
+	"github.com/cosi-project/runtime/pkg/state"
+	cosiserver "github.com/cosi-project/runtime/pkg/state/protobuf/server"
 	"github.com/go-logr/logr"
+	"github.com/google/uuid"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/api/security"
+	"github.com/siderolabs/talos/pkg/machinery/api/storage"
 	talosconfig "github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"k8s.io/client-go/kubernetes"
@@ -118,13 +124,30 @@ type Node struct {
 	peerCert *tls.Certificate
 	peerCA   string
 	// services is what ServiceList reports.
-	services      serviceLog
+	services serviceLog
+	// res is the node's COSI resource state (resources.go); stage is the machine's stage in it.
+	res   state.State
+	stage runtime.MachineStage
+	// lastStatus is the machine status last published, to publish changes only.
+	lastStatus string
+	// rollback puts the config back after apply-config --mode try.
+	rollback *time.Timer
+	// images are the images the node's containerd holds (upgrade.go).
+	images imageStore
+	// eventLog is the current boot's runtime events (events.go); bootID names the boot.
+	eventLog *eventLog
+	bootID   string
+	// nodeIsReady: the kubelet stand-in last reported its Node Ready.
+	nodeIsReady   bool
 	etcd          *etcdMember
 	bootstrapping bool
 	// bootstrapped counts the successful Bootstrap calls this node answered.
 	bootstrapped      int
 	apiServer         *component
 	controllerManager *component
+	// controlPlaneStart serializes starting the components, so that a restart for a new
+	// config waits for a start under way.
+	controlPlaneStart sync.Mutex
 	// kubelet is the kubelet stand-in's client, once it runs.
 	kubelet *kubernetes.Clientset
 	// configChanged wakes the kubelet stand-in when the config changes.
@@ -184,7 +207,13 @@ func NewNode(opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Node{opts: opts, ip: ip, maintenanceCert: cert, configChanged: make(chan struct{}, 1)}, nil
+	res, err := newResourceState(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("failed to set up the node's resources: %w", err)
+	}
+	n := &Node{opts: opts, ip: ip, maintenanceCert: cert, configChanged: make(chan struct{}, 1), res: res}
+	n.services.notify = n.serviceChanged
+	return n, nil
 }
 
 // Address returns the node's IP address.
@@ -220,7 +249,11 @@ func (n *Node) Start(ctx context.Context, userData []byte) error {
 	if installed, err := os.ReadFile(n.stateDir("talos-version")); err == nil {
 		n.version = strings.TrimSpace(string(installed))
 	}
+	n.bootID = uuid.NewString()
 	n.mu.Unlock()
+	n.newBootEvents()
+	n.sequence("boot", "")
+	n.publishBoot()
 	if err := os.Rename(n.stateDir("staged.yaml"), n.stateDir("config.yaml")); err == nil {
 		n.opts.Log.Info("Activated the staged config")
 	}
@@ -238,6 +271,11 @@ func (n *Node) Start(ctx context.Context, userData []byte) error {
 		n.stopAll()
 		return err
 	}
+	if n.configured() {
+		n.setStage(runtime.MachineStageRunning)
+	} else {
+		n.setStage(runtime.MachineStageMaintenance)
+	}
 	if len(userData) == 0 && n.opts.ConfigURL != "" {
 		go n.fetchConfig(ctx)
 	}
@@ -253,6 +291,10 @@ func (n *Node) serve(ctx context.Context) error {
 		grpc.StreamInterceptor(n.authorizeStream),
 	)
 	machine.RegisterMachineServiceServer(apid, &machineService{node: n})
+	machine.RegisterImageServiceServer(apid, &imageService{node: n})
+	machine.RegisterLifecycleServiceServer(apid, &lifecycleService{node: n})
+	storage.RegisterStorageServiceServer(apid, &storageService{node: n})
+	cosiv1alpha1.RegisterStateServer(apid, cosiserver.NewState(state.WrapCore(state.Filter(n.res, n.accessPolicy()))))
 	trustd := grpc.NewServer(
 		grpc.Creds(credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: n.trustdCertificate})),
 		grpc.UnaryInterceptor(n.partitionUnary),
@@ -318,6 +360,7 @@ func (n *Node) retry(ctx context.Context, waiting string, fn func() error) error
 // stopAll stops the node's services (background work, the Kubernetes components, etcd)
 // and forgets what it learnt while it ran: the next boot starts from the state on disk.
 func (n *Node) stopAll() {
+	n.forgetResources()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.stopServices != nil {
@@ -329,7 +372,7 @@ func (n *Node) stopAll() {
 		n.etcd.stop()
 		n.etcd = nil
 	}
-	n.cfg, n.cfgData, n.serverCert, n.clientCAs, n.kubelet = nil, nil, nil, nil, nil
+	n.cfg, n.cfgData, n.serverCert, n.clientCAs, n.kubelet, n.nodeIsReady = nil, nil, nil, nil, nil, false
 	n.services.reset()
 }
 
@@ -349,6 +392,13 @@ func (n *Node) hostname() string {
 func (n *Node) hostnameLocked() string {
 	host, _ := n.fqdnLocked()
 	return host
+}
+
+// fqdn is the node's short hostname and its domain.
+func (n *Node) fqdn() (host, domain string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.fqdnLocked()
 }
 
 // fqdnLocked is the node's short hostname and its domain: a configured hostname with dots

@@ -25,9 +25,68 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
+
+// binaryFor is the binary of Kubernetes component name for the version of the configured
+// image, as a node pulls the image the config names: BinDir/v<major>.<minor>/<name> when
+// there is one for the image tag's minor, else the pinned BinDir/<name> when it is of that
+// minor (or the image has no version tag). A version the simulator has no binary of is an
+// error, as an image that cannot be pulled is on Talos.
+func (n *Node) binaryFor(name, image string) (string, error) {
+	pinned := filepath.Join(n.opts.BinDir, name)
+	if _, err := os.Stat(pinned); err != nil {
+		return "", fmt.Errorf("%s not found in %s (run 'make tools'): %w", name, n.opts.BinDir, err)
+	}
+	minor := kubeMinor(imageTag(image))
+	if minor == "" {
+		return pinned, nil
+	}
+	versioned := filepath.Join(n.opts.BinDir, minor, name)
+	//nolint:gosec // a path in the node's BinDir: minor is v<digits>.<digits> (kubeMinor)
+	if _, err := os.Stat(versioned); err == nil {
+		return versioned, nil
+	}
+	version, err := binaryVersion(pinned)
+	if err != nil {
+		return "", err
+	}
+	if kubeMinor(version) != minor {
+		return "", fmt.Errorf("the simulator has no %s %s (image %s): it runs %s from %s, and other minors from %s",
+			name, minor, image, version, pinned, filepath.Join(n.opts.BinDir, "v<major>.<minor>"))
+	}
+	return pinned, nil
+}
+
+// kubeMinor is v<major>.<minor> of a Kubernetes version such as v1.37.2; empty when version
+// is not one.
+func kubeMinor(version string) string {
+	major, rest, ok := strings.Cut(strings.TrimPrefix(version, "v"), ".")
+	minor, _, _ := strings.Cut(rest, ".")
+	if !ok || major == "" || minor == "" || strings.Trim(major+minor, "0123456789") != "" {
+		return ""
+	}
+	return "v" + major + "." + minor
+}
+
+// binaryVersions caches the versions Kubernetes binaries report, by path.
+var binaryVersions sync.Map
+
+// binaryVersion is the version a Kubernetes binary reports (`--version`: Kubernetes v1.36.3).
+func binaryVersion(binary string) (string, error) {
+	if v, ok := binaryVersions.Load(binary); ok {
+		return v.(string), nil //nolint:forcetypeassert // the map holds strings only
+	}
+	out, err := exec.Command(binary, "--version").Output() //nolint:noctx // a pinned binary of BinDir, which answers at once
+	if err != nil {
+		return "", fmt.Errorf("failed to read the version of %s: %w", binary, err)
+	}
+	version := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), "Kubernetes"))
+	binaryVersions.Store(binary, version)
+	return version, nil
+}
 
 // component is a Kubernetes control-plane process of a node (kube-apiserver,
 // kube-controller-manager): the real binary from the node's BinDir, where Talos would run
@@ -39,13 +98,13 @@ type component struct {
 	done chan struct{}
 }
 
-// startComponent runs binary name from the node's BinDir with flags (name → value), logging
-// to <state>/<name>.log. The node's process takes it down when it dies, as a node's power
-// takes down its static pods.
-func (n *Node) startComponent(ctx context.Context, name string, flags map[string]string) (*component, error) {
-	binary := filepath.Join(n.opts.BinDir, name)
-	if _, err := os.Stat(binary); err != nil {
-		return nil, fmt.Errorf("%s not found in %s (run 'make tools'): %w", name, n.opts.BinDir, err)
+// startComponent runs binary name of the Kubernetes version of image (binaryFor) with flags
+// (name → value), logging to <state>/<name>.log. The node's process takes it down when it
+// dies, as a node's power takes down its static pods.
+func (n *Node) startComponent(ctx context.Context, name, image string, flags map[string]string) (*component, error) {
+	binary, err := n.binaryFor(name, image)
+	if err != nil {
+		return nil, err
 	}
 	args := make([]string, 0, len(flags))
 	for _, flag := range slices.Sorted(maps.Keys(flags)) {

@@ -43,13 +43,53 @@ const (
 type serviceLog struct {
 	mu       sync.Mutex
 	services map[string]*machine.ServiceInfo
+	// notify, when set, is told of each change of a service, in order (changed).
+	notify   func(*machine.ServiceInfo)
+	pending  []*machine.ServiceInfo
+	draining bool
 }
 
 // event records that service id went to state, with message.
 func (l *serviceLog) event(id, state, message string) {
 	l.mu.Lock()
+	defer l.changed(id)
 	defer l.mu.Unlock()
 	l.eventLocked(id, state, message)
+}
+
+// changed queues the service's state after a change for notify, which runs in order, in
+// the background: callers may hold the node's lock, which notify takes.
+func (l *serviceLog) changed(id string) {
+	if l.notify == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s, ok := l.services[id]
+	if !ok {
+		return
+	}
+	l.pending = append(l.pending, proto.CloneOf(s))
+	if !l.draining {
+		l.draining = true
+		go l.drain()
+	}
+}
+
+// drain tells notify of the queued changes until there are none.
+func (l *serviceLog) drain() {
+	for {
+		l.mu.Lock()
+		if len(l.pending) == 0 {
+			l.draining = false
+			l.mu.Unlock()
+			return
+		}
+		s := l.pending[0]
+		l.pending = l.pending[1:]
+		l.mu.Unlock()
+		l.notify(s)
+	}
 }
 
 func (l *serviceLog) eventLocked(id, state, message string) {
@@ -72,6 +112,7 @@ func (l *serviceLog) eventLocked(id, state, message string) {
 // the task started), and its first successful health check.
 func (l *serviceLog) running(id string) {
 	l.mu.Lock()
+	defer l.changed(id)
 	defer l.mu.Unlock()
 	l.eventLocked(id, servicePreparing, "Running pre state")
 	l.eventLocked(id, servicePreparing, "Creating service runner")
@@ -83,6 +124,7 @@ func (l *serviceLog) running(id string) {
 // stopped records a service that ended: Finished when it was stopped, Failed with why.
 func (l *serviceLog) stopped(id, state, message string) {
 	l.mu.Lock()
+	defer l.changed(id)
 	defer l.mu.Unlock()
 	if _, ok := l.services[id]; !ok {
 		return

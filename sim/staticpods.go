@@ -21,11 +21,18 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"slices"
+	"strings"
 
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/safe"
 	talosconfig "github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 )
@@ -44,16 +51,35 @@ type staticPod struct {
 	// ready reports whether the component serves; kube-scheduler is not simulated (there
 	// are no workloads to schedule), so its pod is reported as running.
 	ready bool
+	// configVersion is the version of the pod's definition (APIServerConfig and the like),
+	// which Talos puts on the pod and talosctl upgrade-k8s waits for.
+	configVersion string
 }
 
-func (n *Node) staticPods(cfg talosconfig.Provider) []staticPod {
+type staticPods []staticPod
+
+func (n *Node) staticPods(cfg talosconfig.Provider) staticPods {
+	versions := map[string]string{}
+	for _, ptr := range []resource.Pointer{k8s.NewAPIServerConfig().Metadata(), k8s.NewControllerManagerConfig().Metadata(), k8s.NewSchedulerConfig().Metadata()} {
+		if r, err := n.res.Get(context.Background(), ptr); err == nil {
+			versions[ptr.ID()] = r.Metadata().Version().String()
+		}
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return []staticPod{
+	return staticPods{
 		{name: "kube-apiserver", image: cfg.Cluster().APIServer().Image(), ready: n.apiServer.running() && n.etcd != nil},
 		{name: "kube-controller-manager", image: cfg.Cluster().ControllerManager().Image(), ready: n.controllerManager.running()},
 		{name: "kube-scheduler", image: cfg.Cluster().Scheduler().Image(), ready: true},
+	}.withVersions(versions)
+}
+
+// withVersions sets each pod's config version from versions (by component name).
+func (pods staticPods) withVersions(versions map[string]string) staticPods {
+	for i := range pods {
+		pods[i].configVersion = versions[pods[i].name]
 	}
+	return pods
 }
 
 // publishMirrorPods creates or updates the mirror Pods of the node's static control-plane
@@ -70,7 +96,7 @@ func (n *Node) publishMirrorPods(ctx context.Context, cfg talosconfig.Provider, 
 
 func (n *Node) publishMirrorPod(ctx context.Context, c *kubernetes.Clientset, node *corev1.Node, sp staticPod) error {
 	pods := c.CoreV1().Pods(metav1.NamespaceSystem)
-	sum := sha256.Sum256([]byte(sp.name + "\x00" + sp.image))
+	sum := sha256.Sum256([]byte(sp.name + "\x00" + sp.image + "\x00" + sp.configVersion))
 	hash := hex.EncodeToString(sum[:16])
 	pod, err := pods.Get(ctx, sp.name+"-"+node.Name, metav1.GetOptions{})
 	if err == nil && pod.Annotations[hashAnnotation] != hash {
@@ -86,16 +112,26 @@ func (n *Node) publishMirrorPod(ctx context.Context, c *kubernetes.Clientset, no
 	if err != nil {
 		return err
 	}
+	pod.Status = staticPodStatus(n.ip.String(), sp, pod.CreationTimestamp)
+	if _, err := pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	n.publishStaticPodStatus(pod)
+	return nil
+}
+
+// staticPodStatus is the status a kubelet reports for a static pod that runs since started,
+// ready when its component serves.
+func staticPodStatus(ip string, sp staticPod, started metav1.Time) corev1.PodStatus {
 	status := corev1.ConditionFalse
 	if sp.ready {
 		status = corev1.ConditionTrue
 	}
 	now := metav1.Now()
-	started := pod.CreationTimestamp
-	pod.Status = corev1.PodStatus{
+	return corev1.PodStatus{
 		Phase:  corev1.PodRunning,
-		HostIP: n.ip.String(), PodIP: n.ip.String(),
-		HostIPs: []corev1.HostIP{{IP: n.ip.String()}}, PodIPs: []corev1.PodIP{{IP: n.ip.String()}},
+		HostIP: ip, PodIP: ip,
+		HostIPs: []corev1.HostIP{{IP: ip}}, PodIPs: []corev1.PodIP{{IP: ip}},
 		StartTime: &started,
 		Conditions: []corev1.PodCondition{
 			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: started},
@@ -108,16 +144,58 @@ func (n *Node) publishMirrorPod(ctx context.Context, c *kubernetes.Clientset, no
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}},
 		}},
 	}
-	_, err = pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{})
-	return err
+}
+
+// publishStaticPodStatus reports a static pod's status in the node's resources, as Talos'
+// StaticPodStatus (ID namespace/name, the pod status as the kubelet gives it), and the
+// machine's readiness that follows it.
+func (n *Node) publishStaticPodStatus(pod *corev1.Pod) {
+	unstructured, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&pod.Status)
+	if err != nil {
+		n.opts.Log.Error(err, "Failed to convert a static pod's status", "pod", pod.Name)
+		return
+	}
+	publish(n, k8s.NewStaticPodStatus(k8s.NamespaceName, pod.Namespace+"/"+pod.Name), func(r *k8s.StaticPodStatus) {
+		r.TypedSpec().PodStatus = unstructured
+	})
+	n.publishMachineStatus()
+}
+
+// staticPodProblems is why the node's static pods are not all ready, as machined's
+// readiness check words it; empty when they are.
+func (n *Node) staticPodProblems() string {
+	list, err := safe.StateListAll[*k8s.StaticPodStatus](context.Background(), n.res)
+	if err != nil {
+		return err.Error()
+	}
+	var problems []string
+	for r := range list.All() {
+		var status corev1.PodStatus
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(r.TypedSpec().PodStatus, &status); err != nil {
+			return err.Error()
+		}
+		if status.Phase != corev1.PodRunning {
+			problems = append(problems, r.Metadata().ID()+" "+strings.ToLower(string(status.Phase)))
+			continue
+		}
+		ready := slices.ContainsFunc(status.Conditions, func(c corev1.PodCondition) bool {
+			return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+		})
+		if !ready {
+			problems = append(problems, r.Metadata().ID()+" not ready")
+		}
+	}
+	return strings.Join(problems, ", ")
 }
 
 func mirrorPod(node *corev1.Node, sp staticPod, hash string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: sp.name + "-" + node.Name, Namespace: metav1.NamespaceSystem,
-			Labels:      map[string]string{"k8s-app": sp.name, "tier": "control-plane"},
-			Annotations: map[string]string{mirrorAnnotation: hash, hashAnnotation: hash, sourceAnnotation: "file"},
+			Labels: map[string]string{"k8s-app": sp.name, "tier": "control-plane"},
+			Annotations: map[string]string{
+				mirrorAnnotation: hash, hashAnnotation: hash, sourceAnnotation: "file", constants.AnnotationStaticPodConfigVersion: sp.configVersion,
+			},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID, Controller: ptr.To(true),
 			}},

@@ -61,11 +61,17 @@ var Bundle = sync.OnceValue(func() *secrets.Bundle {
 // endpoint's kube-apiserver, with patches (JSON 6902) applied.
 func Render(tb testing.TB, generateType bootstrapv1.GenerateType, hostname, endpoint string, patches ...bootstrapv1.ConfigPatch) []byte {
 	tb.Helper()
+	return RenderFor(tb, configgen.ModeContainer, generateType, hostname, endpoint, patches...)
+}
+
+// RenderFor renders a config as Render does, for a node of mode (container or metal).
+func RenderFor(tb testing.TB, mode configgen.Mode, generateType bootstrapv1.GenerateType, hostname, endpoint string, patches ...bootstrapv1.ConfigPatch) []byte {
+	tb.Helper()
 	data, err := configgen.Render(Bundle(), configgen.Cluster{
 		Name: "sim", Endpoint: configgen.Endpoint{Host: endpoint, Port: 6443}, KubernetesVersion: KubernetesVersion,
 	}, configgen.Machine{
 		Spec:     bootstrapv1.TalosConfigSpec{GenerateType: generateType, ConfigPatches: patches},
-		Hostname: hostname, Mode: configgen.ModeContainer,
+		Hostname: hostname, Mode: mode,
 	})
 	if err != nil {
 		tb.Fatal(err)

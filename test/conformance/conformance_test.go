@@ -30,6 +30,9 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	. "github.com/onsi/gomega"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
@@ -61,13 +64,14 @@ type talosctl struct {
 // run runs talosctl with args and returns what it printed (standard output and error).
 func (c *talosctl) run(args ...string) (string, error) {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(c.t.Context(), time.Minute)
+	ctx, cancel := context.WithTimeout(c.t.Context(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.binary, append([]string{"--talosconfig", c.config}, args...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
 	err := cmd.Run()
-	c.t.Logf("talosctl %s:\n%s", strings.Join(args, " "), out.String())
+	c.t.Logf("talosctl %s (%s):\n%s", strings.Join(args, " "), time.Since(start).Round(time.Millisecond), out.String())
 	return out.String(), err
 }
 
@@ -94,8 +98,17 @@ func TestTalosctl(t *testing.T) {
 
 	dir := t.TempDir()
 	for _, address := range append(append([]string(nil), controlPlanes...), worker) {
+		// The worker is a bare-metal node, which Talos upgrades; control-plane nodes run as
+		// containers, which it does not.
+		mode := configgen.ModeContainer
+		if address == worker {
+			mode = configgen.ModeMetal
+		}
+		// A reboot keeps the node down for 3 s: talosctl's tracker looks for the node's new
+		// boot once a second and, finding it up already, would wait only for events newer
+		// than its reconnect (a real node takes far longer to reboot).
 		n, err := sim.NewNode(sim.Options{
-			Address: address, StateDir: t.TempDir(), BinDir: envtest.BinDir(), RebootDelay: 500 * time.Millisecond,
+			Address: address, StateDir: t.TempDir(), BinDir: envtest.BinDir(), RebootDelay: 3 * time.Second, Mode: mode,
 			Log: testr.NewWithOptions(t, testr.Options{Verbosity: 1}),
 		})
 		if err != nil {
@@ -123,7 +136,7 @@ func TestTalosctl(t *testing.T) {
 			for i, address := range controlPlanes {
 				applyInsecure(t, g, c, dir, address, simtest.Render(t, bootstrapv1.GenerateTypeControlPlane, fmt.Sprintf("cp-%d", i), controlPlanes[0]))
 			}
-			applyInsecure(t, g, c, dir, worker, simtest.Render(t, bootstrapv1.GenerateTypeWorker, "worker-0", controlPlanes[0]))
+			applyInsecure(t, g, c, dir, worker, workerConfig(t))
 		}},
 		{"version", func(g Gomega) {
 			var out string
@@ -225,6 +238,223 @@ func TestTalosctl(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(cfg.Clusters).To(HaveEach(HaveField("Server", "https://"+controlPlanes[0]+":6443")))
 		}},
+		{"get", func(g Gomega) {
+			// Every node reaches the running stage and is ready once its Node is.
+			for _, address := range append(append([]string(nil), controlPlanes...), worker) {
+				g.Eventually(func(g Gomega) {
+					out := c.ok(g, on(address, "get", "machinestatus", "-o", "yaml")...)
+					g.Expect(out).To(MatchRegexp(`(?m)^\s+stage: running$`))
+					g.Expect(out).To(MatchRegexp(`(?m)^\s+ready: true$`))
+				}).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+			}
+			cp0 := controlPlanes[0]
+			row := func(args ...string) string { return c.ok(g, append(on(cp0, "get"), args...)...) }
+			// NODE  NAMESPACE  TYPE  ID  VERSION  <print columns>
+			g.Expect(row("nodename")).To(MatchRegexp(`(?m)^` + regexp.QuoteMeta(cp0) + `\s+k8s\s+Nodename\s+nodename\s+\d+\s+cp-0$`))
+			g.Expect(row("hostnamestatus")).To(MatchRegexp(`(?m)^` + regexp.QuoteMeta(cp0) + `\s+network\s+HostnameStatus\s+hostname\s+\d+\s+cp-0\s*$`))
+			g.Expect(row("nodeaddress", "current")).To(ContainSubstring(cp0 + "/32"))
+			g.Expect(row("members")).To(MatchRegexp(`(?m)^` + regexp.QuoteMeta(cp0) + `\s+cluster\s+Member\s+cp-0\s+\d+\s+cp-0\s+controlplane\s+Talos \(v1\.13\.3\)\s+\["` + regexp.QuoteMeta(cp0) + `"\]`))
+			g.Expect(row("version")).To(MatchRegexp(`(?m)^` + regexp.QuoteMeta(cp0) + `\s+runtime\s+Version\s+version\s+\d+\s+Talos\s+v1\.13\.3$`))
+			g.Expect(row("disks")).To(MatchRegexp(`(?m)^` + regexp.QuoteMeta(cp0) + `\s+runtime\s+Disk\s+sda\s+\d+\s+22 GB\s`))
+			g.Expect(row("volumestatus", "EPHEMERAL")).To(MatchRegexp(`(?m)EPHEMERAL\s+\d+\s+partition\s+ready\s`))
+			services := row("services")
+			for _, service := range []string{"apid", "etcd", "kubelet", "trustd"} {
+				g.Expect(services).To(MatchRegexp(`(?m)^`+regexp.QuoteMeta(cp0)+`\s+runtime\s+Service\s+`+service+`\s+\d+\s+true\s+true\s`), service)
+			}
+			members, _ := etcdStatus(g, c)
+			var memberID string
+			for id, address := range members {
+				if address == cp0 {
+					memberID = id
+				}
+			}
+			g.Expect(row("etcdmember")).To(MatchRegexp(`(?m)^` + regexp.QuoteMeta(cp0) + `\s+etcd\s+EtcdMember\s+local\s+\d+\s+` + memberID + `$`))
+			g.Eventually(func(g Gomega) {
+				out := c.ok(g, append(on(cp0, "get"), "staticpodstatus")...)
+				for _, pod := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+					g.Expect(out).To(MatchRegexp(`(?m)^`+regexp.QuoteMeta(cp0)+`\s+k8s\s+StaticPodStatus\s+kube-system/`+pod+`-cp-0\s+\d+\s+True$`), pod)
+				}
+			}).WithTimeout(time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+			config := row("machineconfig", "-o", "yaml")
+			g.Expect(config).To(MatchRegexp(`(?m)^\s+id: v1alpha1$`))
+			g.Expect(config).To(ContainSubstring("hostname: cp-0"))
+			// talosctl asks each node of -n in turn.
+			out := c.ok(g, "-e", cp0, "-n", cp0+","+worker, "get", "nodename")
+			g.Expect(out).To(MatchRegexp(`(?m)^` + regexp.QuoteMeta(worker) + `\s+k8s\s+Nodename\s+nodename\s+\d+\s+worker-0$`))
+			// A type the node does not know, as Talos answers it.
+			out, err := c.run(append(on(cp0, "get"), "nosuchresource")...)
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(out).To(ContainSubstring(`code = NotFound desc = resource "nosuchresource" is not registered`))
+		}},
+		{"health", func(g Gomega) {
+			// Client-side checks: etcd, apid, the nodes' boot, the Kubernetes nodes and the
+			// control-plane static pods, each reported OK (kube-proxy and CoreDNS, which the
+			// simulator does not run, are skipped as absent).
+			out := c.ok(g, on(controlPlanes[0], "health", "--server=false", "--wait-timeout", "2m",
+				"--control-plane-nodes", strings.Join(controlPlanes, ","), "--worker-nodes", worker)...)
+			for _, check := range []string{
+				"etcd to be healthy", "etcd members to be consistent across nodes", "etcd members to be control plane nodes",
+				"apid to be ready", "all nodes memory sizes", "all nodes disk sizes", "no diagnostics", "kubelet to be healthy",
+				"all nodes to finish boot sequence", "all k8s nodes to report", "all control plane static pods to be running",
+				"all control plane components to be ready", "all k8s nodes to report ready", "all k8s nodes to report schedulable",
+			} {
+				g.Expect(out).To(MatchRegexp(`(?m)^waiting for `+regexp.QuoteMeta(check)+`: OK$`), check)
+			}
+			g.Expect(out).To(MatchRegexp(`(?m)^waiting for kube-proxy to report ready: SKIP$`))
+		}},
+		{"read", func(g Gomega) {
+			out := c.ok(g, on(worker, "read", "/proc/sys/kernel/random/boot_id")...)
+			g.Expect(out).To(MatchRegexp(`^[0-9a-f-]{36}\n$`))
+			out = c.ok(g, on(controlPlanes[0], "read", "/system/state/config.yaml")...)
+			g.Expect(out).To(ContainSubstring("hostname: cp-0"))
+			out, err := c.run(on(worker, "read", "/etc/nosuchfile")...)
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(out).To(ContainSubstring("code = NotFound desc = stat /etc/nosuchfile: no such file or directory"))
+		}},
+		{"list", func(g Gomega) {
+			out := c.ok(g, on(controlPlanes[0], "list", "/var/lib/etcd", "-r")...)
+			// NODE  NAME: etcd's real data directory.
+			g.Expect(out).To(MatchRegexp(`(?m)^` + regexp.QuoteMeta(controlPlanes[0]) + `\s+member/snap/db$`))
+			g.Expect(out).To(MatchRegexp(`(?m)^` + regexp.QuoteMeta(controlPlanes[0]) + `\s+member/wal$`))
+			out = c.ok(g, on(controlPlanes[0], "list", "/")...)
+			g.Expect(out).To(MatchRegexp(`(?m)\s+etc$`))
+			g.Expect(out).NotTo(ContainSubstring("os-release"), "without -r only the root's children")
+		}},
+		{"apply-config", func(g Gomega) {
+			file := func(name string, patches ...bootstrapv1.ConfigPatch) string {
+				path := filepath.Join(dir, name+".yaml")
+				g.Expect(os.WriteFile(path, workerConfig(t, patches...), 0o600)).To(Succeed())
+				return path
+			}
+			apply := func(path string, args ...string) (string, error) {
+				return c.run(append(on(worker, "apply-config", "--file", path), args...)...)
+			}
+			labelled := file("labelled", label("conformance", "no-reboot"))
+			// A dry run says which mode it would take and shows the diff; nothing changes.
+			out, err := apply(labelled, "--mode", "no-reboot", "--dry-run")
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			g.Expect(out).To(ContainSubstring("Dry run summary:\nApplied configuration without a reboot (skipped in dry-run).\nConfig diff:"))
+			g.Expect(out).To(MatchRegexp(`(?m)^\+\s+conformance: no-reboot$`))
+			g.Expect(nodeLabels(g, dir)).NotTo(HaveKey("conformance"))
+			// no-reboot: applied at once; the Node gets the label.
+			out, err = apply(labelled, "--mode", "no-reboot")
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			g.Expect(out).To(ContainSubstring("Applied configuration without a reboot"))
+			g.Eventually(func(g Gomega) map[string]string { return nodeLabels(g, dir) }).
+				WithTimeout(30 * time.Second).WithPolling(time.Second).Should(HaveKeyWithValue("conformance", "no-reboot"))
+			// What needs a reboot (the machine's environment) is refused in no-reboot mode,
+			// with Talos' message and the diff.
+			env := bootstrapv1.ConfigPatch{Op: "add", Path: "/machine/env", Value: &apiextensionsv1.JSON{Raw: []byte(`{"CONFORMANCE":"reboot"}`)}}
+			withEnv := file("env", label("conformance", "no-reboot"), env)
+			out, err = apply(withEnv, "--mode", "no-reboot")
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(out).To(ContainSubstring("code = InvalidArgument desc = this config change can't be applied in immediate mode"))
+			g.Expect(out).To(MatchRegexp(`(?m)^\+\s+CONFORMANCE: reboot$`))
+			// staged: kept for the next boot, not applied now.
+			out, err = apply(withEnv, "--mode", "staged")
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			g.Expect(out).To(ContainSubstring("Staged configuration to be applied after the next reboot"))
+			g.Expect(c.ok(g, on(worker, "read", "/system/state/config.yaml")...)).NotTo(ContainSubstring("CONFORMANCE"))
+			// try: applied at once and rolled back after the timeout.
+			tried := file("tried", label("conformance", "try"))
+			out, err = apply(tried, "--mode", "try", "--timeout", "5s")
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			g.Expect(out).To(ContainSubstring("The config is applied in 'try' mode and will be automatically reverted back in 5s"))
+			g.Eventually(func(g Gomega) map[string]string { return nodeLabels(g, dir) }).
+				WithTimeout(30 * time.Second).WithPolling(time.Second).Should(HaveKeyWithValue("conformance", "try"))
+			g.Eventually(func() string { return c.ok(g, on(worker, "read", "/system/state/config.yaml")...) }).
+				WithTimeout(30 * time.Second).WithPolling(time.Second).Should(ContainSubstring("conformance: no-reboot"))
+			// auto: a change that needs a reboot reboots the node into it.
+			before := bootID(g, c, worker)
+			out, err = apply(withEnv, "--mode", "auto")
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			g.Expect(out).To(ContainSubstring("Applied configuration with a reboot: this config change can't be applied in immediate mode"))
+			g.Eventually(func(g Gomega) {
+				g.Expect(bootID(g, c, worker)).NotTo(Equal(before))
+				g.Expect(c.ok(g, on(worker, "read", "/system/state/config.yaml")...)).To(ContainSubstring("CONFORMANCE: reboot"))
+			}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+		}},
+		{"patch mc", func(g Gomega) {
+			// A strategic merge patch: talosctl refuses JSON 6902 patches of a config with
+			// several documents (Talon's carries a HostnameConfig), as it does with Talos.
+			out := c.ok(g, on(worker, "patch", "mc", "--mode", "no-reboot", "--patch", `{"machine":{"nodeLabels":{"patched":"yes"}}}`)...)
+			g.Expect(out).To(ContainSubstring("patched MachineConfigs.config.talos.dev/v1alpha1 at the node " + worker))
+			g.Expect(out).To(ContainSubstring("Applied configuration without a reboot"))
+			g.Eventually(func(g Gomega) map[string]string { return nodeLabels(g, dir) }).
+				WithTimeout(time.Minute).WithPolling(time.Second).Should(HaveKeyWithValue("patched", "yes"))
+		}},
+		{"upgrade-k8s", func(g Gomega) {
+			// talosctl 1.13 upgrades within the versions Talos 1.13 supports (up to 1.36):
+			// a patch release, which the simulator runs with its v1.36 binaries.
+			images := func(g Gomega) []string {
+				pods, err := kube(g, dir).CoreV1().Pods(metav1.NamespaceSystem).List(context.Background(), metav1.ListOptions{LabelSelector: "tier=control-plane"})
+				g.Expect(err).NotTo(HaveOccurred())
+				images := make([]string, 0, len(pods.Items))
+				for _, pod := range pods.Items {
+					images = append(images, pod.Spec.Containers[0].Image)
+				}
+				return images
+			}
+			kubelets := func(g Gomega) []string {
+				nodes, err := kube(g, dir).CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				versions := make([]string, 0, len(nodes.Items))
+				for _, node := range nodes.Items {
+					versions = append(versions, node.Status.NodeInfo.KubeletVersion)
+				}
+				return versions
+			}
+			out := c.ok(g, on(controlPlanes[0], "upgrade-k8s", "--to", "1.36.4", "--dry-run")...)
+			g.Expect(out).To(ContainSubstring("automatically detected the lowest Kubernetes version 1.36.3"))
+			g.Expect(out).To(ContainSubstring(`updating "kube-apiserver" to version "1.36.4"`))
+			g.Expect(images(g)).To(HaveLen(9))
+			g.Expect(images(g)).To(HaveEach(HaveSuffix(":v1.36.3")), "a dry run changes nothing")
+			out = c.ok(g, on(controlPlanes[0], "upgrade-k8s", "--to", "1.36.4")...)
+			for _, address := range controlPlanes {
+				g.Expect(out).To(ContainSubstring(fmt.Sprintf(`< %q: successfully updated`, address)))
+			}
+			g.Expect(images(g)).To(HaveEach(HaveSuffix(":v1.36.4")))
+			g.Expect(kubelets(g)).To(HaveEach("v1.36.4"))
+			g.Expect(kubelets(g)).To(HaveLen(4))
+		}},
+		{"reboot", func(g Gomega) {
+			// talosctl waits for the node to go down and come back ready with a new boot ID.
+			before := bootID(g, c, worker)
+			c.ok(g, on(worker, "reboot")...)
+			g.Expect(bootID(g, c, worker)).NotTo(Equal(before))
+			g.Expect(c.ok(g, on(worker, "get", "machinestatus", "-o", "yaml")...)).To(MatchRegexp(`(?m)^\s+ready: true$`))
+		}},
+		{"upgrade", func(g Gomega) {
+			// Through LifecycleService: the installer image pulled, installed, the node drained
+			// and rebooted by talosctl, which waits for it; the node runs the new version.
+			before := bootID(g, c, worker)
+			// The drain reads the kubeconfig from the endpoint: a control-plane node, as with Talos.
+			out := c.ok(g, "-e", controlPlanes[0], "-n", worker, "upgrade", "--image", "ghcr.io/siderolabs/installer:v1.13.4")
+			g.Expect(out).NotTo(ContainSubstring("legacy"))
+			g.Expect(bootID(g, c, worker)).NotTo(Equal(before))
+			g.Expect(c.ok(g, on(worker, "version")...)).To(MatchRegexp(`(?m)^Server:\n\s+NODE:\s+` + regexp.QuoteMeta(worker) + `\n\s+Tag:\s+v1\.13\.4$`))
+			// Talos does not upgrade a node running as a container.
+			out, err := c.run(on(controlPlanes[1], "upgrade", "--image", "ghcr.io/siderolabs/installer:v1.13.4", "--drain=false")...)
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(out).To(ContainSubstring("code = FailedPrecondition desc = upgrade is not supported in container mode"))
+		}},
+		{"reset", func(g Gomega) {
+			out, err := c.run(on(worker, "reset", "--system-labels-to-wipe", "NOSUCH", "--graceful=false")...)
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(out).To(ContainSubstring(`failed to get volume status with label "NOSUCH"`))
+			// Wiping EPHEMERAL alone keeps the config: the node comes back configured and its
+			// kubelet joins again with a new certificate.
+			before := bootID(g, c, worker)
+			c.ok(g, on(worker, "reset", "--system-labels-to-wipe", "EPHEMERAL", "--reboot", "--graceful=false")...)
+			g.Eventually(func(g Gomega) {
+				g.Expect(bootID(g, c, worker)).NotTo(Equal(before))
+				g.Expect(c.ok(g, on(worker, "get", "machinestatus", "-o", "yaml")...)).To(MatchRegexp(`(?m)^\s+ready: true$`))
+			}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+			// A full reset with a reboot: talosctl waits until the node answers in maintenance mode.
+			c.ok(g, on(worker, "reset", "--reboot", "--graceful=false")...)
+			out = c.ok(g, on(worker, "get", "disks", "--insecure")...)
+			g.Expect(out).To(MatchRegexp(`(?m)^\s+runtime\s+Disk\s+sda\s`))
+		}},
 		{"etcd forfeit-leadership", func(g Gomega) {
 			members, leader := etcdStatus(g, c)
 			c.ok(g, on(members[leader], "etcd", "forfeit-leadership")...)
@@ -254,6 +484,14 @@ func TestTalosctl(t *testing.T) {
 			g.Expect(out).NotTo(ContainSubstring("cp-1"))
 			g.Expect(out).To(ContainSubstring("cp-0"))
 		}},
+		{"shutdown", func(g Gomega) {
+			// cp-1 left etcd above; talosctl waits until it has stopped its services.
+			c.ok(g, on(controlPlanes[1], "shutdown")...)
+			g.Eventually(func() error {
+				_, err := c.run(on(controlPlanes[1], "version")...)
+				return err
+			}).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(HaveOccurred())
+		}},
 	}
 	for _, step := range steps {
 		if !t.Run(step.name, func(t *testing.T) { step.run(NewWithT(t)) }) {
@@ -272,6 +510,46 @@ func applyInsecure(t *testing.T, g Gomega, c *talosctl, dir, address string, dat
 		_, err := c.run("apply-config", "--insecure", "-e", address, "-n", address, "--file", file)
 		return err
 	}).WithTimeout(30 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+}
+
+// workerConfig is the worker's config (a bare-metal node installing to /dev/sda) with
+// patches.
+func workerConfig(t *testing.T, patches ...bootstrapv1.ConfigPatch) []byte {
+	t.Helper()
+	install := bootstrapv1.ConfigPatch{Op: "add", Path: "/machine/install/disk", Value: &apiextensionsv1.JSON{Raw: []byte(`"/dev/sda"`)}}
+	return simtest.RenderFor(t, configgen.ModeMetal, bootstrapv1.GenerateTypeWorker, "worker-0", controlPlanes[0], append([]bootstrapv1.ConfigPatch{install}, patches...)...)
+}
+
+// label is a patch that sets a node label in machine.nodeLabels.
+func label(key, value string) bootstrapv1.ConfigPatch {
+	return bootstrapv1.ConfigPatch{Op: "add", Path: "/machine/nodeLabels", Value: &apiextensionsv1.JSON{Raw: []byte(`{"` + key + `":"` + value + `"}`)}}
+}
+
+// kube is a Kubernetes client with the kubeconfig talosctl wrote.
+func kube(g Gomega, dir string) *kubernetes.Clientset {
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
+	g.Expect(err).NotTo(HaveOccurred())
+	c, err := kubernetes.NewForConfig(cfg)
+	g.Expect(err).NotTo(HaveOccurred())
+	return c
+}
+
+// nodeLabels are the labels of the worker's Node.
+func nodeLabels(g Gomega, dir string) map[string]string {
+	node, err := kube(g, dir).CoreV1().Nodes().Get(context.Background(), "worker-0", metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	return node.Labels
+}
+
+// bootID is the boot ID of the node at address, which talosctl compares across a reboot.
+func bootID(g Gomega, c *talosctl, address string) string {
+	var id string
+	g.Eventually(func() error {
+		out, err := c.run(on(address, "read", "/proc/sys/kernel/random/boot_id")...)
+		id = strings.TrimSpace(out)
+		return err
+	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+	return id
 }
 
 // etcdStatus runs etcd status on every control-plane node and returns the node of each

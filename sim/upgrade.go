@@ -1,0 +1,186 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sim
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/api/storage"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
+)
+
+// This file is Talos 1.13's upgrade path as talosctl drives it: the installer image is
+// pulled through the ImageService, LifecycleService.Upgrade runs the installer (which
+// writes the new version to the system disk and does not reboot), and the client then
+// reboots the node, which boots the new version.
+
+// imageService is the node's containerd image API, as far as an upgrade needs it: a pulled
+// image is recorded (nothing is downloaded) and kept until the node is wiped.
+type imageService struct {
+	machine.UnimplementedImageServiceServer
+	node *Node
+}
+
+// Pull records an image as pulled and reports it as containerd would: the layers' progress,
+// then the image's name.
+func (s *imageService) Pull(req *machine.ImageServicePullRequest, stream grpc.ServerStreamingServer[machine.ImageServicePullResponse]) error {
+	ref := req.GetImageRef()
+	if ref == "" || strings.ContainsAny(ref, " \t") {
+		return status.Errorf(codes.InvalidArgument, "failed to parse image reference %q", ref)
+	}
+	if !strings.Contains(ref[strings.LastIndex(ref, "/")+1:], ":") && !strings.Contains(ref, "@") {
+		ref += ":latest"
+	}
+	if err := stream.Send(&machine.ImageServicePullResponse{Response: &machine.ImageServicePullResponse_PullProgress{
+		PullProgress: &machine.ImageServicePullProgress{
+			LayerId:  "sha256:" + strings.Repeat("0", 64),
+			Progress: &machine.ImageServicePullLayerProgress{Status: machine.ImageServicePullLayerProgress_DOWNLOAD_COMPLETE},
+		},
+	}}); err != nil {
+		return err
+	}
+	s.node.images.add(ref)
+	return stream.Send(&machine.ImageServicePullResponse{Response: &machine.ImageServicePullResponse_Name{Name: ref}})
+}
+
+// ImagePull is the deprecated unary pull talosctl upgrade-k8s uses to pre-pull images: the
+// image is recorded as pulled.
+func (s *machineService) ImagePull(_ context.Context, req *machine.ImagePullRequest) (*machine.ImagePullResponse, error) {
+	ref := req.GetReference()
+	if ref == "" || strings.ContainsAny(ref, " \t") {
+		return nil, status.Errorf(codes.InvalidArgument, "failed to parse image reference %q", ref)
+	}
+	s.node.images.add(ref)
+	return &machine.ImagePullResponse{Messages: []*machine.ImagePull{{}}}, nil
+}
+
+// imageStore is what the node's containerd holds.
+type imageStore struct {
+	mu     sync.Mutex
+	images map[string]bool
+}
+
+func (s *imageStore) add(ref string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.images == nil {
+		s.images = map[string]bool{}
+	}
+	s.images[ref] = true
+}
+
+// reset forgets every image: the disk holding them was wiped.
+func (s *imageStore) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.images = nil
+}
+
+func (s *imageStore) has(ref string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.images[ref]
+}
+
+// lifecycleService is the node's LifecycleService: upgrades through the installer image.
+type lifecycleService struct {
+	machine.UnimplementedLifecycleServiceServer
+	node *Node
+	// lock allows one installation or upgrade at a time, as machined's.
+	lock sync.Mutex
+}
+
+// Upgrade runs the installer of a pulled image, as machined does: it refuses in container
+// mode, without an image or while another upgrade runs; it streams the installer's output
+// and its exit code, and leaves the reboot to the client. The node boots the image's
+// version at its next boot.
+func (s *lifecycleService) Upgrade(req *machine.LifecycleServiceUpgradeRequest, stream grpc.ServerStreamingServer[machine.LifecycleServiceUpgradeResponse]) error {
+	if !s.lock.TryLock() {
+		return status.Error(codes.FailedPrecondition, "another installation/upgrade is already in progress")
+	}
+	defer s.lock.Unlock()
+	if s.node.opts.Mode == configgen.ModeContainer {
+		return status.Error(codes.FailedPrecondition, "upgrade is not supported in container mode")
+	}
+	image := req.GetSource().GetImageName()
+	if image == "" {
+		return status.Error(codes.InvalidArgument, "installer image name is required")
+	}
+	if !s.node.images.has(image) {
+		return status.Errorf(codes.Internal, "upgrade failed: failed to get image %q: image %q: not found", image, image)
+	}
+	message := func(msg string) error {
+		return stream.Send(&machine.LifecycleServiceUpgradeResponse{Progress: &machine.LifecycleServiceInstallProgress{
+			Response: &machine.LifecycleServiceInstallProgress_Message{Message: msg},
+		}})
+	}
+	exit := func(code int32) error {
+		return stream.Send(&machine.LifecycleServiceUpgradeResponse{Progress: &machine.LifecycleServiceInstallProgress{
+			Response: &machine.LifecycleServiceInstallProgress_ExitCode{ExitCode: code},
+		}})
+	}
+	version := imageTag(image)
+	if err := message(fmt.Sprintf("running installer %s on /dev/sda", image)); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(version, "v") {
+		if err := message(fmt.Sprintf("error: installer image %q has no version tag", image)); err != nil {
+			return err
+		}
+		return exit(1)
+	}
+	if err := s.node.install(version); err != nil {
+		if err := message("error: " + err.Error()); err != nil {
+			return err
+		}
+		return exit(1)
+	}
+	for _, line := range []string{
+		"installing Talos " + version + " to the inactive boot entry",
+		"upgrade of /dev/sda complete: reboot to boot Talos " + version,
+	} {
+		if err := message(line); err != nil {
+			return err
+		}
+	}
+	s.node.opts.Log.Info("Installed for the next boot", "version", version)
+	return exit(0)
+}
+
+// storageService is the node's StorageService: its disks (the system disk), also in
+// maintenance mode.
+type storageService struct {
+	storage.UnimplementedStorageServiceServer
+	node *Node
+}
+
+// Disks lists the node's disks.
+func (s *storageService) Disks(context.Context, *emptypb.Empty) (*storage.DisksResponse, error) {
+	return &storage.DisksResponse{Messages: []*storage.Disks{{Disks: []*storage.Disk{{
+		Size: simDiskSize, Model: "talon-sim disk", DeviceName: "/dev/sda", Serial: "talon-sim-" + s.node.opts.Address,
+		Type: storage.Disk_SSD, SystemDisk: true, Subsystem: "/sys/class/block",
+	}}}}}, nil
+}
