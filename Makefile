@@ -42,8 +42,12 @@ ETCD := $(BIN)/etcd
 CLUSTERCTL := $(BIN)/clusterctl
 CAPI_MANAGER := $(BIN)/cluster-api-manager
 TALOSCTL := $(BIN)/talosctl
+# A second Kubernetes minor, for simulated nodes configured for it (docs/sim.md).
+KUBE_NEXT_APISERVER := $(BIN)/v1.37/kube-apiserver
+KUBE_NEXT_CONTROLLER_MANAGER := $(BIN)/v1.37/kube-controller-manager
 TOOLS := $(CONTROLLER_GEN) $(KUSTOMIZE) $(GOTESTSUM) $(GOLANGCI_LINT) $(KUBE_APISERVER) \
-	$(KUBE_CONTROLLER_MANAGER) $(ETCD) $(CLUSTERCTL) $(CAPI_MANAGER) $(TALOSCTL)
+	$(KUBE_CONTROLLER_MANAGER) $(ETCD) $(CLUSTERCTL) $(CAPI_MANAGER) $(TALOSCTL) \
+	$(KUBE_NEXT_APISERVER) $(KUBE_NEXT_CONTROLLER_MANAGER)
 
 ##@ General
 
@@ -181,13 +185,17 @@ $(GOLANGCI_LINT): hack/tools/lint/go.mod hack/tools/lint/go.sum
 	cd hack/tools/lint && go build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 # Kubernetes binaries report the version they were built from (clusterctl refuses an API
 # server that reports none), as the release build stamps it.
-KUBE_VERSION_LDFLAGS = $(shell cd hack/tools/kubernetes && v=$$(go list -m -f '{{.Version}}' k8s.io/kubernetes) && \
+kube_ldflags = $(shell cd $(1) && v=$$(go list -m -f '{{.Version}}' k8s.io/kubernetes) && \
 	m=$${v#v}; echo "-X k8s.io/component-base/version.gitVersion=$$v -X k8s.io/component-base/version.gitMajor=$${m%%.*} \
 	-X k8s.io/component-base/version.gitMinor=$$(echo $$m | cut -d. -f2) -X k8s.io/component-base/version.gitTreeState=clean")
 $(KUBE_APISERVER): hack/tools/kubernetes/go.mod hack/tools/kubernetes/go.sum
-	cd hack/tools/kubernetes && CGO_ENABLED=0 go build -trimpath -ldflags "$(KUBE_VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+	cd hack/tools/kubernetes && CGO_ENABLED=0 go build -trimpath -ldflags "$(call kube_ldflags,hack/tools/kubernetes)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
 $(KUBE_CONTROLLER_MANAGER): hack/tools/kubernetes/go.mod hack/tools/kubernetes/go.sum
-	cd hack/tools/kubernetes && CGO_ENABLED=0 go build -trimpath -ldflags "$(KUBE_VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
+	cd hack/tools/kubernetes && CGO_ENABLED=0 go build -trimpath -ldflags "$(call kube_ldflags,hack/tools/kubernetes)" -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
+$(KUBE_NEXT_APISERVER): hack/tools/kubernetes-1.37/go.mod hack/tools/kubernetes-1.37/go.sum
+	cd hack/tools/kubernetes-1.37 && CGO_ENABLED=0 go build -trimpath -ldflags "$(call kube_ldflags,hack/tools/kubernetes-1.37)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+$(KUBE_NEXT_CONTROLLER_MANAGER): hack/tools/kubernetes-1.37/go.mod hack/tools/kubernetes-1.37/go.sum
+	cd hack/tools/kubernetes-1.37 && CGO_ENABLED=0 go build -trimpath -ldflags "$(call kube_ldflags,hack/tools/kubernetes-1.37)" -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
 $(ETCD): hack/tools/etcd/go.mod hack/tools/etcd/go.sum
 	cd hack/tools/etcd && go build -o $@ go.etcd.io/etcd/server/v3
 $(CLUSTERCTL): hack/tools/capi/go.mod hack/tools/capi/go.sum
