@@ -244,7 +244,7 @@ func (n *Node) tryJoin(ctx context.Context, cfg talosconfig.Provider) (transport
 			initial += memberName + "=" + u
 		}
 	}
-	member, err := startEtcd(ctx, n.stateDir("etcd"), tlsInfo, name, n.ip, initial, "existing", n.opts.SharedNetworkNamespace)
+	member, err := startEtcd(ctx, n.stateDir("etcd"), tlsInfo, name, n.ip, initial, "existing", n.opts.SharedNetworkNamespace, n.logs.of("etcd"))
 	if err != nil {
 		// Leave no half-made data directory behind: the next attempt starts afresh.
 		_ = os.RemoveAll(n.stateDir("etcd"))
@@ -283,7 +283,7 @@ func (n *Node) startOwnEtcd(ctx context.Context, cfg talosconfig.Provider) error
 	if err != nil {
 		return err
 	}
-	member, err := startEtcd(ctx, n.stateDir("etcd"), tlsInfo, name, n.ip, name+"="+etcdPeer(n.ip), "existing", n.opts.SharedNetworkNamespace)
+	member, err := startEtcd(ctx, n.stateDir("etcd"), tlsInfo, name, n.ip, name+"="+etcdPeer(n.ip), "existing", n.opts.SharedNetworkNamespace, n.logs.of("etcd"))
 	if err != nil {
 		return err
 	}

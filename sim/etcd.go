@@ -21,6 +21,7 @@ import (
 	stdx509 "crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -34,6 +35,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // etcdMember is the node's etcd member: the etcd server library, with certificates from
@@ -95,7 +97,7 @@ func etcdTLSInfo(dir string) transport.TLSInfo {
 // the bootstrap member and "existing" for a joining one. sharedNetwork skips etcd's check
 // that a peer's certificate names the address it connects from: nodes that share one network
 // namespace reach each other's local addresses from the destination address itself.
-func startEtcd(ctx context.Context, dataDir string, tlsInfo transport.TLSInfo, name string, ip net.IP, initialCluster, state string, sharedNetwork bool) (*etcdMember, error) {
+func startEtcd(ctx context.Context, dataDir string, tlsInfo transport.TLSInfo, name string, ip net.IP, initialCluster, state string, sharedNetwork bool, log io.Writer) (*etcdMember, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = name
 	cfg.Dir = dataDir
@@ -106,8 +108,10 @@ func startEtcd(ctx context.Context, dataDir string, tlsInfo transport.TLSInfo, n
 	cfg.ClusterState = state
 	cfg.ClientTLSInfo, cfg.PeerTLSInfo = tlsInfo, tlsInfo
 	cfg.PeerTLSInfo.SkipClientSANVerify = sharedNetwork
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	cfg.LogLevel = "error"
+	// etcd's log is the etcd service's (talosctl logs etcd).
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(zapcore.NewCore(
+		zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(log), zapcore.InfoLevel)))
+	cfg.LogLevel = "info"
 
 	server, err := embed.StartEtcd(cfg)
 	if err != nil {

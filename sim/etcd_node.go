@@ -67,7 +67,7 @@ func (n *Node) bootstrapEtcd(ctx context.Context) error {
 	if err != nil {
 		return status.Error(codes.FailedPrecondition, err.Error())
 	}
-	member, err := startEtcd(ctx, dataDir, tlsInfo, name, n.ip, name+"="+etcdPeer(n.ip), "new", n.opts.SharedNetworkNamespace)
+	member, err := startEtcd(ctx, dataDir, tlsInfo, name, n.ip, name+"="+etcdPeer(n.ip), "new", n.opts.SharedNetworkNamespace, n.logs.of("etcd"))
 	if err != nil {
 		_ = os.RemoveAll(dataDir)
 		return status.Error(codes.Internal, err.Error())
@@ -207,7 +207,7 @@ func (n *Node) SplitEtcd(ctx context.Context) error {
 	if err := os.RemoveAll(old.dir); err != nil {
 		return err
 	}
-	member, err := startEtcd(ctx, old.dir, etcdTLSInfo(n.stateDir("etcd-pki")), name, n.ip, name+"="+etcdPeer(n.ip), "new", n.opts.SharedNetworkNamespace)
+	member, err := startEtcd(ctx, old.dir, etcdTLSInfo(n.stateDir("etcd-pki")), name, n.ip, name+"="+etcdPeer(n.ip), "new", n.opts.SharedNetworkNamespace, n.logs.of("etcd"))
 	if err != nil {
 		return err
 	}

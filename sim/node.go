@@ -132,6 +132,8 @@ type Node struct {
 	lastStatus string
 	// rollback puts the config back after apply-config --mode try.
 	rollback *time.Timer
+	// logs are the services' logs (logs.go).
+	logs logs
 	// images are the images the node's containerd holds (upgrade.go).
 	images imageStore
 	// eventLog is the current boot's runtime events (events.go); bootID names the boot.
@@ -192,10 +194,6 @@ func NewNode(opts Options) (*Node, error) {
 	if opts.UpgradeDelay == 0 {
 		opts.UpgradeDelay = 2 * time.Second
 	}
-	if opts.Log.GetSink() == nil {
-		opts.Log = logr.Discard()
-	}
-	opts.Log = opts.Log.WithValues("node", opts.Address)
 	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
 		return nil, err
 	}
@@ -212,6 +210,8 @@ func NewNode(opts Options) (*Node, error) {
 		return nil, fmt.Errorf("failed to set up the node's resources: %w", err)
 	}
 	n := &Node{opts: opts, ip: ip, maintenanceCert: cert, configChanged: make(chan struct{}, 1), res: res}
+	// What the node logs is also machined's log (Logs, Dmesg).
+	n.opts.Log = logr.New(newTeeSink(opts.Log.GetSink(), n.logs.of("machined"))).WithValues("node", opts.Address)
 	n.services.notify = n.serviceChanged
 	return n, nil
 }

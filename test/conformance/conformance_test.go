@@ -320,6 +320,22 @@ func TestTalosctl(t *testing.T) {
 			g.Expect(out).To(MatchRegexp(`(?m)\s+etc$`))
 			g.Expect(out).NotTo(ContainSubstring("os-release"), "without -r only the root's children")
 		}},
+		{"logs", func(g Gomega) {
+			// machined's log is the node's; etcd's is the etcd server's own.
+			out := c.ok(g, on(controlPlanes[0], "logs", "machined")...)
+			g.Expect(out).To(ContainSubstring("Bootstrapped etcd member=cp-0"))
+			out = c.ok(g, on(controlPlanes[0], "logs", "etcd", "--tail", "5")...)
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			g.Expect(lines).To(HaveLen(5))
+			g.Expect(lines).To(HaveEach(ContainSubstring(`"level":`)))
+			out, err := c.run(on(controlPlanes[0], "logs", "nosuchservice")...)
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(out).To(ContainSubstring(`code = Unknown desc = log "nosuchservice" was not registered`))
+		}},
+		{"dmesg", func(g Gomega) {
+			out := c.ok(g, on(controlPlanes[0], "dmesg")...)
+			g.Expect(out).To(MatchRegexp(`(?m)^` + regexp.QuoteMeta(controlPlanes[0]) + `: daemon:\s+info: \[\S+\]: \[talos\] Bootstrapped etcd member=cp-0$`))
+		}},
 		{"apply-config", func(g Gomega) {
 			file := func(name string, patches ...bootstrapv1.ConfigPatch) string {
 				path := filepath.Join(dir, name+".yaml")
