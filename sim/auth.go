@@ -49,6 +49,7 @@ var methodRoles = map[string]role.Set{
 	"/machine.MachineService/ImagePull":      role.MakeSet(role.Admin, role.Operator),
 	"/machine.ImageService/Pull":             role.MakeSet(role.Admin, role.Operator),
 	"/storage.StorageService/Disks":          role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/cluster.ClusterService/HealthCheck":    role.MakeSet(role.Admin, role.Operator, role.Reader),
 	"/cosi.resource.State/Get":               role.MakeSet(role.Admin, role.Operator, role.Reader),
 	"/cosi.resource.State/List":              role.MakeSet(role.Admin, role.Operator, role.Reader),
 	"/cosi.resource.State/Watch":             role.MakeSet(role.Admin, role.Operator, role.Reader),

@@ -35,6 +35,7 @@ import (
 	cosiserver "github.com/cosi-project/runtime/pkg/state/protobuf/server"
 	"github.com/go-logr/logr"
 	"github.com/google/uuid"
+	clusterapi "github.com/siderolabs/talos/pkg/machinery/api/cluster"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/api/security"
 	"github.com/siderolabs/talos/pkg/machinery/api/storage"
@@ -294,6 +295,7 @@ func (n *Node) serve(ctx context.Context) error {
 	machine.RegisterImageServiceServer(apid, &imageService{node: n})
 	machine.RegisterLifecycleServiceServer(apid, &lifecycleService{node: n})
 	storage.RegisterStorageServiceServer(apid, &storageService{node: n})
+	clusterapi.RegisterClusterServiceServer(apid, &clusterService{node: n})
 	cosiv1alpha1.RegisterStateServer(apid, cosiserver.NewState(state.WrapCore(state.Filter(n.res, n.accessPolicy()))))
 	trustd := grpc.NewServer(
 		grpc.Creds(credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: n.trustdCertificate})),

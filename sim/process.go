@@ -32,9 +32,8 @@ import (
 
 // binaryFor is the binary of Kubernetes component name for the version of the configured
 // image, as a node pulls the image the config names: BinDir/v<major>.<minor>/<name> when
-// there is one for the image tag's minor, else the pinned BinDir/<name> when it is of that
-// minor (or the image has no version tag). A version the simulator has no binary of is an
-// error, as an image that cannot be pulled is on Talos.
+// there is one for the image tag's minor, else the pinned BinDir/<name>, which stands in for
+// minors the simulator has no binaries of.
 func (n *Node) binaryFor(name, image string) (string, error) {
 	pinned := filepath.Join(n.opts.BinDir, name)
 	if _, err := os.Stat(pinned); err != nil {
@@ -54,8 +53,10 @@ func (n *Node) binaryFor(name, image string) (string, error) {
 		return "", err
 	}
 	if kubeMinor(version) != minor {
-		return "", fmt.Errorf("the simulator has no %s %s (image %s): it runs %s from %s, and other minors from %s",
-			name, minor, image, version, pinned, filepath.Join(n.opts.BinDir, "v<major>.<minor>"))
+		// Without a binary of that minor, the pinned one stands in (and reports its own
+		// version), so that configs of other versions still make a working cluster.
+		n.opts.Log.Info("No binary of the configured Kubernetes minor: running the pinned one",
+			"component", name, "image", image, "running", version, "binaries", filepath.Join(n.opts.BinDir, "v<major>.<minor>"))
 	}
 	return pinned, nil
 }

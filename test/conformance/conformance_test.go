@@ -301,6 +301,26 @@ func TestTalosctl(t *testing.T) {
 				g.Expect(out).To(MatchRegexp(`(?m)^waiting for `+regexp.QuoteMeta(check)+`: OK$`), check)
 			}
 			g.Expect(out).To(MatchRegexp(`(?m)^waiting for kube-proxy to report ready: SKIP$`))
+			// Server-side (talosctl's default): the node runs the same checks and streams
+			// their progress; the nodes come from the cluster's Kubernetes Nodes.
+			out = c.ok(g, on(controlPlanes[0], "health", "--wait-timeout", "2m")...)
+			g.Expect(out).To(ContainSubstring(fmt.Sprintf("discovered nodes: %q", append(append([]string(nil), controlPlanes...), worker))))
+			for _, check := range []string{"etcd to be healthy", "apid to be ready", "all nodes to finish boot sequence",
+				"all k8s nodes to report", "all control plane components to be ready", "all k8s nodes to report schedulable"} {
+				g.Expect(out).To(MatchRegexp(`(?m)^waiting for `+regexp.QuoteMeta(check)+`: OK$`), check)
+			}
+			g.Expect(out).To(MatchRegexp(`(?m)^waiting for coredns to report ready: SKIP$`))
+			// A node that does not answer fails the checks that ask it, until the timeout.
+			out, err := c.run(on(controlPlanes[0], "health", "--wait-timeout", "10s",
+				"--control-plane-nodes", strings.Join(controlPlanes, ","), "--worker-nodes", worker+","+unreachable)...)
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(out).To(MatchRegexp(`waiting for apid to be ready: 1 error occurred:\s+\* ` + regexp.QuoteMeta(unreachable) + `: rpc error: code = Unavailable`))
+			g.Expect(out).To(ContainSubstring("healthcheck error: rpc error: code = DeadlineExceeded"))
+			g.Expect(out).NotTo(ContainSubstring("waiting for apid to be ready: OK"))
+			// Only a control-plane node runs the cluster's checks.
+			out, err = c.run(on(worker, "health", "--wait-timeout", "10s")...)
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(out).To(ContainSubstring("cluster health check is only available on control plane nodes"))
 		}},
 		{"read", func(g Gomega) {
 			out := c.ok(g, on(worker, "read", "/proc/sys/kernel/random/boot_id")...)
