@@ -64,9 +64,16 @@ type talosctl struct {
 // run runs talosctl with args and returns what it printed (standard output and error).
 func (c *talosctl) run(args ...string) (string, error) {
 	c.t.Helper()
+	return c.runWith(nil, args...)
+}
+
+// runWith runs talosctl as run does, with env added to the environment.
+func (c *talosctl) runWith(env []string, args ...string) (string, error) {
+	c.t.Helper()
 	ctx, cancel := context.WithTimeout(c.t.Context(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.binary, append([]string{"--talosconfig", c.config}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
@@ -418,6 +425,18 @@ func TestTalosctl(t *testing.T) {
 			g.Expect(out).To(ContainSubstring("Applied configuration without a reboot"))
 			g.Eventually(func(g Gomega) map[string]string { return nodeLabels(g, dir) }).
 				WithTimeout(time.Minute).WithPolling(time.Second).Should(HaveKeyWithValue("patched", "yes"))
+		}},
+		{"edit mc", func(g Gomega) {
+			// talosctl opens the config in $EDITOR (here a script that renames the label
+			// patched above) and applies what it saves.
+			editor := filepath.Join(dir, "editor.sh")
+			//nolint:gosec // the editor script must be executable
+			g.Expect(os.WriteFile(editor, []byte("#!/bin/sh\nsed -i 's/patched: \"yes\"/edited: \"yes\"/' \"$1\"\n"), 0o700)).To(Succeed())
+			out, err := c.runWith([]string{"EDITOR=" + editor}, on(worker, "edit", "mc", "--mode", "no-reboot")...)
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			g.Expect(out).To(ContainSubstring("Applied configuration without a reboot"))
+			g.Eventually(func(g Gomega) map[string]string { return nodeLabels(g, dir) }).
+				WithTimeout(time.Minute).WithPolling(time.Second).Should(HaveKeyWithValue("edited", "yes"))
 		}},
 		{"upgrade-k8s", func(g Gomega) {
 			// talosctl 1.13 upgrades within the versions Talos 1.13 supports (up to 1.36):
