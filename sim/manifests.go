@@ -31,10 +31,16 @@ import (
 // bootstrappers is the group of every bootstrap-token user.
 const bootstrappers = "system:bootstrappers"
 
+// talosNodesRole is the ClusterRole, and its binding to every node, of Talos' bootstrap
+// manifests that lets kubelets' credentials read EndpointSlices.
+const talosNodesRole = "system:talos-nodes"
+
 // applyBootstrapManifests creates what Talos' bootstrap manifests give a new cluster so that
 // kubelets can join: the bootstrap token from the config, and the bindings that let its
 // holders request kubelet client certificates which kube-controller-manager then approves
-// automatically. Existing objects are left alone; every control-plane node applies them.
+// automatically, and Talos' system:talos-nodes role, with which a worker reads the
+// "kubernetes" EndpointSlices to find trustd. Existing objects are left alone; every
+// control-plane node applies them.
 func applyBootstrapManifests(ctx context.Context, cfg talosconfig.Provider, c *kubernetes.Clientset) error {
 	token := cfg.Cluster().Token()
 	secret := &corev1.Secret{
@@ -48,6 +54,15 @@ func applyBootstrapManifests(ctx context.Context, cfg talosconfig.Provider, c *k
 	if _, err := c.CoreV1().Secrets(metav1.NamespaceSystem).Create(ctx, secret, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("failed to create the bootstrap token: %w", err)
 	}
+	talosNodes := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: talosNodesRole},
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"},
+		}},
+	}
+	if _, err := c.RbacV1().ClusterRoles().Create(ctx, talosNodes, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("failed to create ClusterRole %s: %w", talosNodes.Name, err)
+	}
 	bindings := []struct{ name, role, group string }{
 		// Bootstrap-token holders may create certificate signing requests...
 		{"talon-sim:node-bootstrapper", "system:node-bootstrapper", bootstrappers},
@@ -55,6 +70,8 @@ func applyBootstrapManifests(ctx context.Context, cfg talosconfig.Provider, c *k
 		{"talon-sim:approve-node-client-csr", "system:certificates.k8s.io:certificatesigningrequests:nodeclient", bootstrappers},
 		// and nodes may renew their own.
 		{"talon-sim:approve-node-client-renewal", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", "system:nodes"},
+		// Nodes read the API servers' addresses (Talos' own binding).
+		{talosNodesRole, talosNodesRole, "system:nodes"},
 	}
 	for _, b := range bindings {
 		binding := &rbacv1.ClusterRoleBinding{

@@ -81,11 +81,11 @@ func (s *securityService) Certificate(ctx context.Context, req *security.Certifi
 
 // requestServerCert obtains the node's Talos API server certificate from trustd on the
 // control plane, the way a Talos worker does: a fresh key, a CSR for its hostname and
-// address, and the machine token.
-func (n *Node) requestServerCert(ctx context.Context, cfg talosconfig.Provider) (*tls.Certificate, error) {
-	endpoint := cfg.Cluster().Endpoint()
-	if endpoint == nil {
-		return nil, errors.New("the config has no cluster endpoint to find trustd at")
+// address, and the machine token, sent to the first of hosts whose trustd answers with a
+// certificate valid for that host.
+func (n *Node) requestServerCert(ctx context.Context, cfg talosconfig.Provider, hosts []string) (*tls.Certificate, error) {
+	if len(hosts) == 0 {
+		return nil, errors.New("no endpoint to find trustd at: the config has no cluster endpoint")
 	}
 	hostname := n.hostname()
 	ca, err := cfg.Machine().Security().IssuingCA().GetCert()
@@ -103,21 +103,32 @@ func (n *Node) requestServerCert(ctx context.Context, cfg talosconfig.Provider) 
 	}
 	roots := stdx509.NewCertPool()
 	roots.AddCert(ca)
-	conn, err := grpc.NewClient(net.JoinHostPort(endpoint.Hostname(), strconv.Itoa(TrustdPort)),
-		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots})))
+	var errs []error
+	for _, host := range hosts {
+		resp, err := askTrustd(ctx, host, roots, cfg.Machine().Security().Token(), csr.X509CertificateRequestPEM)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("trustd at %s: %w", host, err))
+			continue
+		}
+		cert, err := tls.X509KeyPair(resp.GetCrt(), identity.Key)
+		if err != nil {
+			return nil, fmt.Errorf("trustd at %s returned an unusable certificate: %w", host, err)
+		}
+		return &cert, nil
+	}
+	return nil, errors.Join(errs...)
+}
+
+// askTrustd sends a certificate signing request to trustd at host, verifying that its
+// certificate is issued by roots for host.
+func askTrustd(ctx context.Context, host string, roots *stdx509.CertPool, token string, csr []byte) (*security.CertificateResponse, error) {
+	conn, err := grpc.NewClient(net.JoinHostPort(host, strconv.Itoa(TrustdPort)),
+		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots, ServerName: host})))
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = conn.Close() }()
-	callCtx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, tokenKey, cfg.Machine().Security().Token()), 10*time.Second)
+	callCtx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, tokenKey, token), 10*time.Second)
 	defer cancel()
-	resp, err := security.NewSecurityServiceClient(conn).Certificate(callCtx, &security.CertificateRequest{Csr: csr.X509CertificateRequestPEM})
-	if err != nil {
-		return nil, fmt.Errorf("trustd at %s: %w", endpoint.Hostname(), err)
-	}
-	cert, err := tls.X509KeyPair(resp.GetCrt(), identity.Key)
-	if err != nil {
-		return nil, fmt.Errorf("trustd returned an unusable certificate: %w", err)
-	}
-	return &cert, nil
+	return security.NewSecurityServiceClient(conn).Certificate(callCtx, &security.CertificateRequest{Csr: csr})
 }

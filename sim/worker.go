@@ -29,34 +29,25 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	talosconfig "github.com/siderolabs/talos/pkg/machinery/config"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
 
-// runWorker brings a configured worker into the cluster, the way a Talos worker does: its
-// Talos API certificate from trustd on the control plane (a worker's config has no OS CA
-// key), then a kubelet client certificate by TLS bootstrapping with the cluster's bootstrap
-// token, then the kubelet stand-in.
+// runWorker brings a configured worker into the cluster, the way a Talos worker does. Its
+// kubelet joins Kubernetes by TLS bootstrapping with the cluster's bootstrap token (it needs
+// nothing from the Talos API), and its Talos API certificate comes from trustd on the control
+// plane (a worker's config has no OS CA key), asked at every address Talos knows trustd by:
+// the cluster endpoint's, and, once the kubelet has joined, those of the kube-apiservers the
+// "kubernetes" EndpointSlice lists.
 func (n *Node) runWorker(ctx context.Context, cfg talosconfig.Provider) {
-	if err := n.retry(ctx, "Waiting for a certificate from trustd", func() error {
-		cert, err := n.requestServerCert(ctx, cfg)
-		if err != nil {
-			return err
-		}
-		n.mu.Lock()
-		n.serverCert = cert
-		n.mu.Unlock()
-		n.opts.Log.Info("Talos API certificate issued by trustd")
-		return nil
-	}); err != nil {
-		return
-	}
 	var c *kubernetes.Clientset
 	if err := n.retry(ctx, "Waiting to join Kubernetes", func() error {
 		var err error
@@ -67,6 +58,41 @@ func (n *Node) runWorker(ctx context.Context, cfg talosconfig.Provider) {
 	}
 	n.opts.Log.Info("Kubelet client certificate issued")
 	n.startKubelet(c)
+	_ = n.retry(ctx, "Waiting for a certificate from trustd", func() error {
+		cert, err := n.requestServerCert(ctx, cfg, trustdEndpoints(ctx, cfg, c))
+		if err != nil {
+			return err
+		}
+		n.mu.Lock()
+		n.serverCert = cert
+		n.mu.Unlock()
+		n.opts.Log.Info("Talos API certificate issued by trustd")
+		return nil
+	})
+}
+
+// trustdEndpoints are the hosts a worker asks trustd at, as Talos' k8s.Endpoint resources
+// merge them: the cluster endpoint's host, then the addresses of the "kubernetes"
+// EndpointSlices in the default namespace, read with the kubelet's credentials.
+func trustdEndpoints(ctx context.Context, cfg talosconfig.Provider, c kubernetes.Interface) []string {
+	var hosts []string
+	if endpoint := cfg.Cluster().Endpoint(); endpoint != nil {
+		hosts = append(hosts, endpoint.Hostname())
+	}
+	list, err := c.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=kubernetes"})
+	if err != nil {
+		return hosts
+	}
+	for _, slice := range list.Items {
+		for _, ep := range slice.Endpoints {
+			for _, addr := range ep.Addresses {
+				if !slices.Contains(hosts, addr) {
+					hosts = append(hosts, addr)
+				}
+			}
+		}
+	}
+	return hosts
 }
 
 // kubeletClient is the kubelet's client of the cluster endpoint, with the client
