@@ -88,8 +88,11 @@ func (n *Node) applyConfig(_ context.Context, data []byte) error {
 	n.mu.Unlock()
 	n.publishConfig(cfg)
 	if first {
+		n.mu.Lock()
+		n.booting = true
+		n.mu.Unlock()
+		n.setStage(runtime.MachineStageBooting)
 		n.startServices(cfg)
-		n.setStage(runtime.MachineStageRunning)
 	} else {
 		n.restartKubernetesIfChanged(old, cfg)
 		n.restartKubeletIfChanged(old, cfg)

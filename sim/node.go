@@ -139,7 +139,9 @@ type Node struct {
 	images imageStore
 	// eventLog is the current boot's runtime events (events.go); bootID names the boot.
 	eventLog *eventLog
-	bootID   string
+	// booting is set while the boot sequence waits for the node's services (finishBoot).
+	booting bool
+	bootID  string
 	// nodeIsReady: the kubelet stand-in last reported its Node Ready.
 	nodeIsReady   bool
 	etcd          *etcdMember
@@ -272,9 +274,8 @@ func (n *Node) Start(ctx context.Context, userData []byte) error {
 		n.stopAll()
 		return err
 	}
-	if n.configured() {
-		n.setStage(runtime.MachineStageRunning)
-	} else {
+	// A configured node stays Booting until its services run (finishBoot).
+	if !n.configured() {
 		n.setStage(runtime.MachineStageMaintenance)
 	}
 	if len(userData) == 0 && n.opts.ConfigURL != "" {

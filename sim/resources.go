@@ -364,7 +364,26 @@ func (n *Node) serviceChanged(info *machine.ServiceInfo) {
 			n.unpublish(local.Metadata())
 		}
 	}
+	n.finishBoot()
 	n.publishMachineStatus()
+}
+
+// finishBoot ends the boot sequence once every service the node needs runs healthy, as
+// machined's StartAllServices task does: the sequence's STOP event, and the Running stage.
+func (n *Node) finishBoot() {
+	n.mu.Lock()
+	cfg, booting := n.cfg, n.booting
+	n.mu.Unlock()
+	if !booting || cfg == nil || n.serviceProblems(cfg) != "" {
+		return
+	}
+	n.mu.Lock()
+	booting, n.booting = n.booting, false
+	n.mu.Unlock()
+	if booting {
+		n.events().publish(&machine.SequenceEvent{Sequence: "boot", Action: machine.SequenceEvent_STOP}, "")
+		n.setStage(runtime.MachineStageRunning)
+	}
 }
 
 // serviceProblems is why the services a node needs are not all running and healthy, as
