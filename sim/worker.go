@@ -30,6 +30,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	talosconfig "github.com/siderolabs/talos/pkg/machinery/config"
@@ -43,11 +44,25 @@ import (
 
 // runWorker brings a configured worker into the cluster, the way a Talos worker does. Its
 // kubelet joins Kubernetes by TLS bootstrapping with the cluster's bootstrap token (it needs
-// nothing from the Talos API), and its Talos API certificate comes from trustd on the control
-// plane (a worker's config has no OS CA key), asked at every address Talos knows trustd by:
-// the cluster endpoint's, and, once the kubelet has joined, those of the kube-apiservers the
-// "kubernetes" EndpointSlice lists.
+// nothing from the Talos API), and, at the same time, its Talos API certificate comes from
+// trustd on the control plane (a worker's config has no OS CA key), asked at every address
+// Talos knows trustd by: the cluster endpoint's, and, once the kubelet has joined, those of
+// the kube-apiservers the "kubernetes" EndpointSlice lists.
 func (n *Node) runWorker(ctx context.Context, cfg talosconfig.Provider) {
+	var kubelet atomic.Pointer[kubernetes.Clientset]
+	go func() {
+		_ = n.retry(ctx, "Waiting for a certificate from trustd", func() error {
+			cert, err := n.requestServerCert(ctx, cfg, trustdEndpoints(ctx, cfg, kubelet.Load()))
+			if err != nil {
+				return err
+			}
+			n.mu.Lock()
+			n.serverCert = cert
+			n.mu.Unlock()
+			n.opts.Log.Info("Talos API certificate issued by trustd")
+			return nil
+		})
+	}()
 	var c *kubernetes.Clientset
 	if err := n.retry(ctx, "Waiting to join Kubernetes", func() error {
 		var err error
@@ -57,27 +72,21 @@ func (n *Node) runWorker(ctx context.Context, cfg talosconfig.Provider) {
 		return
 	}
 	n.opts.Log.Info("Kubelet client certificate issued")
+	kubelet.Store(c)
 	n.startKubelet(c)
-	_ = n.retry(ctx, "Waiting for a certificate from trustd", func() error {
-		cert, err := n.requestServerCert(ctx, cfg, trustdEndpoints(ctx, cfg, c))
-		if err != nil {
-			return err
-		}
-		n.mu.Lock()
-		n.serverCert = cert
-		n.mu.Unlock()
-		n.opts.Log.Info("Talos API certificate issued by trustd")
-		return nil
-	})
 }
 
 // trustdEndpoints are the hosts a worker asks trustd at, as Talos' k8s.Endpoint resources
 // merge them: the cluster endpoint's host, then the addresses of the "kubernetes"
-// EndpointSlices in the default namespace, read with the kubelet's credentials.
-func trustdEndpoints(ctx context.Context, cfg talosconfig.Provider, c kubernetes.Interface) []string {
+// EndpointSlices in the default namespace, read with the kubelet's credentials c (none
+// before the kubelet has joined).
+func trustdEndpoints(ctx context.Context, cfg talosconfig.Provider, c *kubernetes.Clientset) []string {
 	var hosts []string
 	if endpoint := cfg.Cluster().Endpoint(); endpoint != nil {
 		hosts = append(hosts, endpoint.Hostname())
+	}
+	if c == nil {
+		return hosts
 	}
 	list, err := c.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=kubernetes"})
 	if err != nil {
