@@ -45,9 +45,15 @@ TALOSCTL := $(BIN)/talosctl
 # A second Kubernetes minor, for simulated nodes configured for it (docs/sim.md).
 KUBE_NEXT_APISERVER := $(BIN)/v1.37/kube-apiserver
 KUBE_NEXT_CONTROLLER_MANAGER := $(BIN)/v1.37/kube-controller-manager
+# Sidero Labs' providers (CABPT, CACPPT): the reference Talon is measured against and migrates
+# from (docs/migrate-from-sidero.md), pinned in hack/tools/sidero/go.mod.
+SIDERO_BOOTSTRAP_MANAGER := $(BIN)/sidero-bootstrap-manager
+SIDERO_CONTROLPLANE_MANAGER := $(BIN)/sidero-controlplane-manager
+SIDERO_BOOTSTRAP_MODULE := github.com/siderolabs/cluster-api-bootstrap-provider-talos
+SIDERO_CONTROLPLANE_MODULE := github.com/siderolabs/cluster-api-control-plane-provider-talos
 TOOLS := $(CONTROLLER_GEN) $(KUSTOMIZE) $(GOTESTSUM) $(GOLANGCI_LINT) $(KUBE_APISERVER) \
 	$(KUBE_CONTROLLER_MANAGER) $(ETCD) $(CLUSTERCTL) $(CAPI_MANAGER) $(TALOSCTL) \
-	$(KUBE_NEXT_APISERVER) $(KUBE_NEXT_CONTROLLER_MANAGER)
+	$(KUBE_NEXT_APISERVER) $(KUBE_NEXT_CONTROLLER_MANAGER) $(SIDERO_BOOTSTRAP_MANAGER) $(SIDERO_CONTROLPLANE_MANAGER)
 
 ##@ General
 
@@ -150,6 +156,21 @@ release-manifests: $(KUSTOMIZE) ## Write the clusterctl components and metadata.
 		cp $$capi/metadata.yaml $$dir/; \
 		printf -- '- name: cluster-api\n  type: CoreProvider\n  url: file://%s/core-components.yaml\n' $$dir >> $(OUT)/clusterctl.yaml
 	@echo "Wrote the clusterctl repository $(OUT)/repository ($(RELEASE_VERSION)) and $(OUT)/clusterctl.yaml"
+	@# Sidero's providers ("talos") from their module directories, and out/clusterctl-sidero.yaml:
+	@# Cluster API, Talon's infrastructure provider and Sidero's bootstrap and control plane.
+	@cd hack/tools/sidero && go mod download $(SIDERO_BOOTSTRAP_MODULE) $(SIDERO_CONTROLPLANE_MODULE)
+	@capiv=$$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api); \
+		printf 'providers:\n- name: cluster-api\n  type: CoreProvider\n  url: file://%s/repository/cluster-api/%s/core-components.yaml\n' $(OUT) $$capiv > $(OUT)/clusterctl-sidero.yaml; \
+		printf -- '- name: talon\n  type: InfrastructureProvider\n  url: file://%s/repository/infrastructure-talon/$(RELEASE_VERSION)/infrastructure-components.yaml\n' $(OUT) >> $(OUT)/clusterctl-sidero.yaml
+	@for p in bootstrap:BootstrapProvider:$(SIDERO_BOOTSTRAP_MODULE) control-plane:ControlPlaneProvider:$(SIDERO_CONTROLPLANE_MODULE); do \
+		name=$${p%%:*}; rest=$${p#*:}; type=$${rest%%:*}; mod=$${rest#*:}; \
+		moddir=$$(cd hack/tools/sidero && go list -m -f '{{.Dir}}' $$mod); modv=$$(cd hack/tools/sidero && go list -m -f '{{.Version}}' $$mod); \
+		dir=$(OUT)/repository/$$name-talos/$$modv; mkdir -p $$dir; \
+		$(KUSTOMIZE) build $$moddir/config/default 2> >(grep -v "^# Warning" >&2) > $$dir/$$name-components.yaml; \
+		cp $$moddir/config/metadata/metadata.yaml $$dir/; \
+		printf -- '- name: talos\n  type: %s\n  url: file://%s/%s-components.yaml\n' $$type $$dir $$name >> $(OUT)/clusterctl-sidero.yaml; \
+	done
+	@echo "Wrote Sidero's providers into $(OUT)/repository and $(OUT)/clusterctl-sidero.yaml"
 
 .PHONY: docker-build
 docker-build: ## Build the manager images FROM scratch (no image is pulled)
@@ -204,5 +225,9 @@ $(CAPI_MANAGER): hack/tools/capi/go.mod hack/tools/capi/go.sum
 	cd hack/tools/capi && go build -o $@ sigs.k8s.io/cluster-api/core
 # talosctl as Talos' release builds it; hack/tools/talosctl/go.mod carries Talos' own replace
 # directives (a module's replaces apply only in its main module, so "go install" refuses it).
+$(SIDERO_BOOTSTRAP_MANAGER): hack/tools/sidero/go.mod hack/tools/sidero/go.sum
+	cd hack/tools/sidero && CGO_ENABLED=0 go build -trimpath -o $@ $(SIDERO_BOOTSTRAP_MODULE)
+$(SIDERO_CONTROLPLANE_MANAGER): hack/tools/sidero/go.mod hack/tools/sidero/go.sum
+	cd hack/tools/sidero && CGO_ENABLED=0 go build -trimpath -o $@ $(SIDERO_CONTROLPLANE_MODULE)
 $(TALOSCTL): hack/tools/talosctl/go.mod hack/tools/talosctl/go.sum
 	cd hack/tools/talosctl && CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -ldflags "-s -w" -o $@ github.com/siderolabs/talos/cmd/talosctl

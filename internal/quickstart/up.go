@@ -81,7 +81,14 @@ const (
 	BootstrapBinary   = "bootstrap-manager"
 	ControlPlaneBin   = "controlplane-manager"
 	InfraBinary       = "infrastructure-manager"
+	// Sidero Labs' bootstrap (CABPT) and control-plane (CACPPT) managers, built by make tools
+	// (see InstallSideroProviders).
+	SideroBootstrapBinary    = "sidero-bootstrap-manager"
+	SideroControlPlaneBinary = "sidero-controlplane-manager"
 )
+
+// SideroProvider is the clusterctl name of Sidero Labs' bootstrap and control-plane providers.
+const SideroProvider = "talos"
 
 // PlaneDirName is the management plane's directory inside the output directory.
 const PlaneDirName = ".plane"
@@ -289,11 +296,32 @@ func ensurePlane(ctx context.Context, opts Options, rt string) (*plane.Plane, er
 // InstallProviders installs Cluster API and Talon on p with clusterctl init from
 // clusterctlConfig and runs their four managers; rt is the infrastructure manager's runtime.
 func InstallProviders(ctx context.Context, p *plane.Plane, clusterctlConfig, rt string) error {
+	bin := p.BinDir()
+	return installProviders(ctx, p, clusterctlConfig, rt, "talon",
+		plane.Manager{Name: "talon-bootstrap", Provider: "bootstrap-talon", Path: filepath.Join(bin, BootstrapBinary)},
+		plane.Manager{Name: "talon-control-plane", Provider: "control-plane-talon", Path: filepath.Join(bin, ControlPlaneBin)})
+}
+
+// InstallSideroProviders installs Cluster API, Talon's infrastructure provider and Sidero
+// Labs' bootstrap and control-plane providers (clusterctl's "talos", from clusterctlConfig:
+// make release-manifests writes out/clusterctl-sidero.yaml) on p, and runs their managers.
+// Their CustomResourceDefinitions are those of Talon's bootstrap and control-plane
+// providers (same groups and kinds), so Talon's own are not installed.
+func InstallSideroProviders(ctx context.Context, p *plane.Plane, clusterctlConfig, rt string) error {
+	bin := p.BinDir()
+	return installProviders(ctx, p, clusterctlConfig, rt, SideroProvider,
+		plane.Manager{Name: "sidero-bootstrap", Provider: "bootstrap-talos", Path: filepath.Join(bin, SideroBootstrapBinary)},
+		plane.Manager{Name: "sidero-control-plane", Provider: "control-plane-talos", Path: filepath.Join(bin, SideroControlPlaneBinary)})
+}
+
+// installProviders runs clusterctl init for Cluster API, Talon's infrastructure provider and
+// the bootstrap and control-plane providers called provider, then starts the managers.
+func installProviders(ctx context.Context, p *plane.Plane, clusterctlConfig, rt, provider string, bootstrap, controlPlane plane.Manager) error {
 	if err := p.InstallCertManagerAPI(ctx); err != nil {
 		return err
 	}
 	if _, err := p.Clusterctl(ctx, nil, "init", "--config", clusterctlConfig,
-		"--core", "cluster-api", "--bootstrap", "talon", "--control-plane", "talon", "--infrastructure", "talon"); err != nil {
+		"--core", "cluster-api", "--bootstrap", provider, "--control-plane", provider, "--infrastructure", "talon"); err != nil {
 		return err
 	}
 	bin := p.BinDir()
@@ -310,8 +338,7 @@ func InstallProviders(ctx context.Context, p *plane.Plane, clusterctlConfig, rt 
 	for _, m := range []plane.Manager{
 		{Name: "cluster-api", Provider: "cluster-api", Path: filepath.Join(bin, CAPIManagerBinary),
 			Args: []string{"--feature-gates=ClusterTopology=true"}},
-		{Name: "talon-bootstrap", Provider: "bootstrap-talon", Path: filepath.Join(bin, BootstrapBinary)},
-		{Name: "talon-control-plane", Provider: "control-plane-talon", Path: filepath.Join(bin, ControlPlaneBin)},
+		bootstrap, controlPlane,
 		{Name: "talon-infrastructure", Provider: "infrastructure-talon", Path: filepath.Join(bin, InfraBinary), Args: infraArgs},
 	} {
 		if err := p.StartManager(ctx, m); err != nil {

@@ -85,7 +85,8 @@ var binDir = sync.OnceValues(func() (string, error) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return dir, fmt.Errorf("go build ./cmd/... failed: %w\n%s", err, out)
 	}
-	for _, tool := range []string{plane.EtcdBinary, plane.APIServerBinary, plane.ControllerManagerBinary, plane.ClusterctlBinary, quickstart.CAPIManagerBinary} {
+	for _, tool := range []string{plane.EtcdBinary, plane.APIServerBinary, plane.ControllerManagerBinary, plane.ClusterctlBinary, quickstart.CAPIManagerBinary,
+		quickstart.SideroBootstrapBinary, quickstart.SideroControlPlaneBinary} {
 		path, err := envtest.Binary(tool)
 		if err != nil {
 			return dir, err
