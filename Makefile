@@ -122,12 +122,14 @@ test-e2e: release-manifests tools sim-image ## Run only the end-to-end suite (ta
 		$(GOTESTSUM) --format standard-verbose -- -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/...
 
 .PHONY: bench
-bench: release-manifests tools ## Run every benchmark and print its figures, ending with the scenario table (record them in docs/benchmarks.md)
+bench: release-manifests tools ## Run every benchmark and print its figures, ending with the scenario table and the side-by-side table with Sidero's providers (record them in docs/benchmarks.md)
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory sim-image; fi
 	KUBEBUILDER_ASSETS=$(BIN) TALON_SIM_IMAGE=$(SIM_IMAGE) go test -run '^$$' -bench . -benchmem -timeout 60m \
 		$$(go list ./... | grep -v /test/e2e)
 	@# The scenario table: clusters on a management plane of processes, as talon up makes it.
 	KUBEBUILDER_ASSETS=$(BIN) TALON_SIM_IMAGE=$(SIM_IMAGE) go test -run '^$$' -bench Scenarios -benchtime 1x -timeout 60m ./test/e2e/
+	@# Side by side with Sidero Labs' providers on the same infrastructure (docs/sidero.md).
+	KUBEBUILDER_ASSETS=$(BIN) TALON_SIM_IMAGE=$(SIM_IMAGE) go test -run '^$$' -bench SideBySide -benchtime 1x -timeout 90m ./test/e2e/
 
 ##@ Release
 
