@@ -88,9 +88,14 @@ func (n *Node) reboot(reason, actorID string) {
 	ctx, _ := n.powerState()
 	n.stopAllServices(ctx, actorID)
 	n.Stop()
+	n.bootAgain("a reboot")
+}
+
+// bootAgain boots the stopped node after the reboot delay; after names what stopped it.
+func (n *Node) bootAgain(after string) {
 	n.later(n.opts.RebootDelay, func(ctx context.Context) {
 		if err := n.Start(ctx, nil); err != nil && ctx.Err() == nil {
-			n.opts.Log.Error(err, "Failed to boot after a reboot")
+			n.opts.Log.Error(err, "Failed to boot after "+after)
 		}
 	})
 }
@@ -120,6 +125,11 @@ func (n *Node) shutdownLater(actorID string) {
 // watches its power (a BMC).
 func (n *Node) powerOffGracefully() {
 	n.Stop()
+	n.poweredOff()
+}
+
+// poweredOff tells whoever watches the node's power (a BMC) that it went off by itself.
+func (n *Node) poweredOff() {
 	if n.opts.OnShutdown != nil {
 		n.opts.OnShutdown()
 	}

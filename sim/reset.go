@@ -120,17 +120,11 @@ func (n *Node) reset(ctx context.Context, req *machine.ResetRequest, wipe []stri
 	if err := n.wipe(wipe); err != nil {
 		n.opts.Log.Error(err, "Failed to wipe the node")
 	}
-	if !req.GetReboot() {
-		if n.opts.OnShutdown != nil {
-			n.opts.OnShutdown()
-		}
-		return
+	if req.GetReboot() {
+		n.bootAgain("a reset")
+	} else {
+		n.poweredOff()
 	}
-	n.later(n.opts.RebootDelay, func(ctx context.Context) {
-		if err := n.Start(ctx, nil); err != nil && ctx.Err() == nil {
-			n.opts.Log.Error(err, "Failed to boot after a reset")
-		}
-	})
 }
 
 // wipe drops the parts of the node's state directory listed, or all of it when the list is
