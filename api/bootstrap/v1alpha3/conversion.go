@@ -64,18 +64,18 @@ type TemplateMeta struct {
 func ConvertTalosConfigToHub(src *TalosConfig, dst *bootstrapv1.TalosConfig) error {
 	dst.ObjectMeta = *src.ObjectMeta.DeepCopy()
 	var saved hubData
-	if err := takeConversionData(&dst.ObjectMeta, &saved); err != nil {
+	if err := TakeConversionData(&dst.ObjectMeta, &saved); err != nil {
 		return err
 	}
-	dst.Spec = specToHub(src.Spec)
-	if saved.Spec != nil && specFromHub(*saved.Spec).equal(src.Spec) {
+	dst.Spec = SpecToHub(src.Spec)
+	if saved.Spec != nil && SpecFromHub(*saved.Spec).equal(src.Spec) {
 		// The object was v1beta1 and its spec is unchanged: keep what v1alpha3 cannot say.
 		dst.Spec = *saved.Spec
 	}
 	dst.Status = bootstrapv1.TalosConfigStatus{
 		DataSecretName:     src.Status.DataSecretName,
 		ObservedGeneration: src.Status.ObservedGeneration,
-		Conditions:         conditionsToHub(src.Status.Conditions, saved.Conditions),
+		Conditions:         ConditionsToHub(src.Status.Conditions, saved.Conditions),
 	}
 	if src.Status.Ready {
 		ready := true
@@ -87,20 +87,20 @@ func ConvertTalosConfigToHub(src *TalosConfig, dst *bootstrapv1.TalosConfig) err
 	if generateTypeFromHub(dst.Spec.GenerateType) != src.Spec.GenerateType {
 		keep.GenerateType = &src.Spec.GenerateType
 	}
-	if !equalConditions(conditionsFromHub(dst.Status.Conditions, nil), src.Status.Conditions) {
+	if !EqualConditions(ConditionsFromHub(dst.Status.Conditions, nil), src.Status.Conditions) {
 		keep.Conditions = src.Status.Conditions
 	}
-	return putConversionData(&dst.ObjectMeta, keep)
+	return PutConversionData(&dst.ObjectMeta, keep)
 }
 
 // ConvertTalosConfigFromHub converts Talon's TalosConfig to CABPT's.
 func ConvertTalosConfigFromHub(src *bootstrapv1.TalosConfig, dst *TalosConfig) error {
 	dst.ObjectMeta = *src.ObjectMeta.DeepCopy()
 	var saved spokeData
-	if err := takeConversionData(&dst.ObjectMeta, &saved); err != nil {
+	if err := TakeConversionData(&dst.ObjectMeta, &saved); err != nil {
 		return err
 	}
-	dst.Spec = specFromHub(src.Spec)
+	dst.Spec = SpecFromHub(src.Spec)
 	if saved.GenerateType != nil && generateTypeToHub(*saved.GenerateType) == src.Spec.GenerateType {
 		dst.Spec.GenerateType = *saved.GenerateType
 	}
@@ -111,27 +111,27 @@ func ConvertTalosConfigFromHub(src *bootstrapv1.TalosConfig, dst *TalosConfig) e
 		TalosConfig:        saved.TalosConfig,
 		FailureReason:      saved.FailureReason,
 		FailureMessage:     saved.FailureMessage,
-		Conditions:         conditionsFromHub(src.Status.Conditions, saved.Conditions),
+		Conditions:         ConditionsFromHub(src.Status.Conditions, saved.Conditions),
 	}
 	keep := hubData{}
-	if !equalMetaConditions(conditionsToHub(dst.Status.Conditions, nil), src.Status.Conditions) {
+	if !EqualMetaConditions(ConditionsToHub(dst.Status.Conditions, nil), src.Status.Conditions) {
 		keep.Conditions = src.Status.Conditions
 	}
 	if !specToHubEqual(dst.Spec, src.Spec) {
 		keep.Spec = src.Spec.DeepCopy()
 	}
-	return putConversionData(&dst.ObjectMeta, keep)
+	return PutConversionData(&dst.ObjectMeta, keep)
 }
 
 // ConvertTalosConfigTemplateToHub converts CABPT's TalosConfigTemplate to Talon's.
 func ConvertTalosConfigTemplateToHub(src *TalosConfigTemplate, dst *bootstrapv1.TalosConfigTemplate) error {
 	dst.ObjectMeta = *src.ObjectMeta.DeepCopy()
 	var saved hubData
-	if err := takeConversionData(&dst.ObjectMeta, &saved); err != nil {
+	if err := TakeConversionData(&dst.ObjectMeta, &saved); err != nil {
 		return err
 	}
-	dst.Spec.Template.Spec = specToHub(src.Spec.Template.Spec)
-	if saved.Spec != nil && specFromHub(*saved.Spec).equal(src.Spec.Template.Spec) {
+	dst.Spec.Template.Spec = SpecToHub(src.Spec.Template.Spec)
+	if saved.Spec != nil && SpecFromHub(*saved.Spec).equal(src.Spec.Template.Spec) {
 		dst.Spec.Template.Spec = *saved.Spec
 	}
 	if saved.Template != nil {
@@ -142,18 +142,18 @@ func ConvertTalosConfigTemplateToHub(src *TalosConfigTemplate, dst *bootstrapv1.
 	if generateTypeFromHub(dst.Spec.Template.Spec.GenerateType) != src.Spec.Template.Spec.GenerateType {
 		keep.GenerateType = &src.Spec.Template.Spec.GenerateType
 	}
-	return putConversionData(&dst.ObjectMeta, keep)
+	return PutConversionData(&dst.ObjectMeta, keep)
 }
 
 // ConvertTalosConfigTemplateFromHub converts Talon's TalosConfigTemplate to CABPT's.
 func ConvertTalosConfigTemplateFromHub(src *bootstrapv1.TalosConfigTemplate, dst *TalosConfigTemplate) error {
 	dst.ObjectMeta = *src.ObjectMeta.DeepCopy()
 	var saved spokeData
-	if err := takeConversionData(&dst.ObjectMeta, &saved); err != nil {
+	if err := TakeConversionData(&dst.ObjectMeta, &saved); err != nil {
 		return err
 	}
 	spec := src.Spec.Template.Spec
-	dst.Spec.Template.Spec = specFromHub(spec)
+	dst.Spec.Template.Spec = SpecFromHub(spec)
 	if saved.GenerateType != nil && generateTypeToHub(*saved.GenerateType) == spec.GenerateType {
 		dst.Spec.Template.Spec.GenerateType = *saved.GenerateType
 	}
@@ -164,7 +164,7 @@ func ConvertTalosConfigTemplateFromHub(src *bootstrapv1.TalosConfigTemplate, dst
 	if meta := src.Spec.Template.ObjectMeta; len(meta.Labels) > 0 || len(meta.Annotations) > 0 {
 		keep.Template = &TemplateMeta{Labels: meta.Labels, Annotations: meta.Annotations}
 	}
-	return putConversionData(&dst.ObjectMeta, keep)
+	return PutConversionData(&dst.ObjectMeta, keep)
 }
 
 // generateTypeToHub reads CABPT's generateType as CABPT does (Talos' machine types, where
@@ -188,8 +188,8 @@ func generateTypeFromHub(t bootstrapv1.GenerateType) string {
 	return string(t)
 }
 
-// specToHub converts a spec field by field.
-func specToHub(in TalosConfigSpec) bootstrapv1.TalosConfigSpec {
+// SpecToHub converts a spec field by field.
+func SpecToHub(in TalosConfigSpec) bootstrapv1.TalosConfigSpec {
 	out := bootstrapv1.TalosConfigSpec{
 		GenerateType:     generateTypeToHub(in.GenerateType),
 		TalosVersion:     in.TalosVersion,
@@ -207,8 +207,8 @@ func specToHub(in TalosConfigSpec) bootstrapv1.TalosConfigSpec {
 	return out
 }
 
-// specFromHub converts a spec field by field; a patch's from has no v1alpha3 field.
-func specFromHub(in bootstrapv1.TalosConfigSpec) TalosConfigSpec {
+// SpecFromHub converts a spec field by field; a patch's from has no v1alpha3 field.
+func SpecFromHub(in bootstrapv1.TalosConfigSpec) TalosConfigSpec {
 	out := TalosConfigSpec{
 		GenerateType:     generateTypeFromHub(in.GenerateType),
 		TalosVersion:     in.TalosVersion,
@@ -235,15 +235,15 @@ func (s TalosConfigSpec) equal(o TalosConfigSpec) bool {
 
 // specToHubEqual is whether spoke converts back to exactly hub.
 func specToHubEqual(spoke TalosConfigSpec, hub bootstrapv1.TalosConfigSpec) bool {
-	a, errA := json.Marshal(specToHub(spoke))
+	a, errA := json.Marshal(SpecToHub(spoke))
 	b, errB := json.Marshal(hub)
 	return errA == nil && errB == nil && bytes.Equal(a, b)
 }
 
-// conditionsToHub converts Cluster API v1beta1 conditions to metav1 ones, or gives back the
+// ConditionsToHub converts Cluster API v1beta1 conditions to metav1 ones, or gives back the
 // metav1 conditions saved when the object was v1beta1 and its conditions did not change.
-func conditionsToHub(in clusterv1beta1.Conditions, saved []metav1.Condition) []metav1.Condition {
-	if saved != nil && equalConditions(conditionsFromHub(saved, nil), in) {
+func ConditionsToHub(in clusterv1beta1.Conditions, saved []metav1.Condition) []metav1.Condition {
+	if saved != nil && EqualConditions(ConditionsFromHub(saved, nil), in) {
 		return saved
 	}
 	var out []metav1.Condition
@@ -261,10 +261,10 @@ func conditionsToHub(in clusterv1beta1.Conditions, saved []metav1.Condition) []m
 	return out
 }
 
-// conditionsFromHub converts metav1 conditions to Cluster API v1beta1 ones, or gives back the
+// ConditionsFromHub converts metav1 conditions to Cluster API v1beta1 ones, or gives back the
 // v1beta1 conditions saved when the object was v1alpha3 and its conditions did not change.
-func conditionsFromHub(in []metav1.Condition, saved clusterv1beta1.Conditions) clusterv1beta1.Conditions {
-	if saved != nil && equalMetaConditions(conditionsToHub(saved, nil), in) {
+func ConditionsFromHub(in []metav1.Condition, saved clusterv1beta1.Conditions) clusterv1beta1.Conditions {
+	if saved != nil && EqualMetaConditions(ConditionsToHub(saved, nil), in) {
 		return saved
 	}
 	var out clusterv1beta1.Conditions
@@ -277,20 +277,22 @@ func conditionsFromHub(in []metav1.Condition, saved clusterv1beta1.Conditions) c
 	return out
 }
 
-func equalConditions(a, b clusterv1beta1.Conditions) bool {
+// EqualConditions compares Cluster API v1beta1 conditions by their JSON.
+func EqualConditions(a, b clusterv1beta1.Conditions) bool {
 	x, errX := json.Marshal(a)
 	y, errY := json.Marshal(b)
 	return errX == nil && errY == nil && bytes.Equal(x, y)
 }
 
-func equalMetaConditions(a, b []metav1.Condition) bool {
+// EqualMetaConditions compares metav1 conditions by their JSON.
+func EqualMetaConditions(a, b []metav1.Condition) bool {
 	x, errX := json.Marshal(a)
 	y, errY := json.Marshal(b)
 	return errX == nil && errY == nil && bytes.Equal(x, y)
 }
 
-// takeConversionData reads the conversion data annotation into v and removes it from meta.
-func takeConversionData(meta *metav1.ObjectMeta, v any) error {
+// TakeConversionData reads the conversion data annotation into v and removes it from meta.
+func TakeConversionData(meta *metav1.ObjectMeta, v any) error {
 	data, ok := meta.Annotations[ConversionDataAnnotation]
 	if !ok {
 		return nil
@@ -305,8 +307,8 @@ func takeConversionData(meta *metav1.ObjectMeta, v any) error {
 	return nil
 }
 
-// putConversionData writes v into the conversion data annotation, unless it is empty.
-func putConversionData(meta *metav1.ObjectMeta, v any) error {
+// PutConversionData writes v into the conversion data annotation, unless it is empty.
+func PutConversionData(meta *metav1.ObjectMeta, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
