@@ -110,7 +110,8 @@ func Down(ctx context.Context, opts DownOptions) error {
 		// One provider per call, Cluster API's core last: clusterctl lists the kinds it knew
 		// when it started, so a call that removes two providers' CRDs fails on the second.
 		// The API server's discovery may still list the kinds of a provider removed a moment
-		// before (their lists answer 404): the next call is tried again.
+		// before (their lists answer 404, or clusterctl's mapping no longer finds them): the
+		// next call is tried again.
 		deadline := time.Now().Add(opts.Timeout)
 		for _, providers := range [][]string{
 			{"--infrastructure", "talon"}, {"--control-plane", "talon"}, {"--bootstrap", "talon"}, {"--core", "cluster-api"},
@@ -121,7 +122,8 @@ func Down(ctx context.Context, opts DownOptions) error {
 					break
 				}
 				retry := strings.Contains(err.Error(), "found existing objects") ||
-					strings.Contains(err.Error(), "the server could not find the requested resource")
+					strings.Contains(err.Error(), "the server could not find the requested resource") ||
+					strings.Contains(err.Error(), "no matches for kind")
 				if !retry || time.Now().After(deadline) {
 					return err
 				}
