@@ -24,6 +24,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
+	bootstrapv1alpha3 "github.com/talon-capi/talon/api/bootstrap/v1alpha3"
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	"github.com/talon-capi/talon/bootstrap/reconcilers/clientconfig"
 	"github.com/talon-capi/talon/bootstrap/reconcilers/talosconfig"
@@ -35,7 +36,7 @@ import (
 func Provider() manager.Provider {
 	return manager.Provider{
 		Name:             "talon-bootstrap-manager",
-		AddToScheme:      []func(*runtime.Scheme) error{bootstrapv1.AddToScheme},
+		AddToScheme:      []func(*runtime.Scheme) error{bootstrapv1.AddToScheme, bootstrapv1alpha3.AddToScheme},
 		SetupReconcilers: Reconcilers,
 		SetupWebhooks:    Webhooks,
 	}

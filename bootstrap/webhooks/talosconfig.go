@@ -26,7 +26,9 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 
+	bootstrapv1alpha3 "github.com/talon-capi/talon/api/bootstrap/v1alpha3"
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
 )
@@ -38,9 +40,18 @@ type TalosConfig struct{}
 
 var _ admission.Validator[*bootstrapv1.TalosConfig] = &TalosConfig{}
 
-// SetupWebhookWithManager registers the webhook with mgr.
+// SetupWebhookWithManager registers the webhook with mgr, and the conversion of Sidero's
+// CABPT v1alpha3 TalosConfigs (docs/sidero.md).
 func (w *TalosConfig) SetupWebhookWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewWebhookManagedBy(mgr, &bootstrapv1.TalosConfig{}).WithValidator(w).Complete()
+	return ctrl.NewWebhookManagedBy(mgr, &bootstrapv1.TalosConfig{}).WithValidator(w).
+		WithConverter(conversion.NewHubSpokeConverter(&bootstrapv1.TalosConfig{}, conversion.NewSpokeConverter(&bootstrapv1alpha3.TalosConfig{},
+			func(_ context.Context, hub *bootstrapv1.TalosConfig, spoke *bootstrapv1alpha3.TalosConfig) error {
+				return bootstrapv1alpha3.ConvertTalosConfigFromHub(hub, spoke)
+			},
+			func(_ context.Context, spoke *bootstrapv1alpha3.TalosConfig, hub *bootstrapv1.TalosConfig) error {
+				return bootstrapv1alpha3.ConvertTalosConfigToHub(spoke, hub)
+			}))).
+		Complete()
 }
 
 // ValidateCreate refuses a spec no node could get a valid config from.

@@ -25,9 +25,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 
 	"sigs.k8s.io/cluster-api/util/topology"
 
+	bootstrapv1alpha3 "github.com/talon-capi/talon/api/bootstrap/v1alpha3"
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 )
 
@@ -40,7 +42,15 @@ var _ admission.Validator[*bootstrapv1.TalosConfigTemplate] = &TalosConfigTempla
 
 // SetupWebhookWithManager registers the webhook with mgr.
 func (w *TalosConfigTemplate) SetupWebhookWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewWebhookManagedBy(mgr, &bootstrapv1.TalosConfigTemplate{}).WithValidator(w).Complete()
+	return ctrl.NewWebhookManagedBy(mgr, &bootstrapv1.TalosConfigTemplate{}).WithValidator(w).
+		WithConverter(conversion.NewHubSpokeConverter(&bootstrapv1.TalosConfigTemplate{}, conversion.NewSpokeConverter(&bootstrapv1alpha3.TalosConfigTemplate{},
+			func(_ context.Context, hub *bootstrapv1.TalosConfigTemplate, spoke *bootstrapv1alpha3.TalosConfigTemplate) error {
+				return bootstrapv1alpha3.ConvertTalosConfigTemplateFromHub(hub, spoke)
+			},
+			func(_ context.Context, spoke *bootstrapv1alpha3.TalosConfigTemplate, hub *bootstrapv1.TalosConfigTemplate) error {
+				return bootstrapv1alpha3.ConvertTalosConfigTemplateToHub(spoke, hub)
+			}))).
+		Complete()
 }
 
 // ValidateCreate refuses a template whose TalosConfigs could not render.

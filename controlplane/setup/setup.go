@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
+	controlplanev1alpha3 "github.com/talon-capi/talon/api/controlplane/v1alpha3"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	"github.com/talon-capi/talon/controlplane/pkg/talosclient"
 	"github.com/talon-capi/talon/controlplane/reconcilers/taloscontrolplane"
@@ -37,7 +38,7 @@ func Provider() manager.Provider {
 	return manager.Provider{
 		Name: "talon-control-plane-manager",
 		// The control plane creates and reads the bootstrap provider's TalosConfigs.
-		AddToScheme:      []func(*runtime.Scheme) error{controlplanev1.AddToScheme, bootstrapv1.AddToScheme},
+		AddToScheme:      []func(*runtime.Scheme) error{controlplanev1.AddToScheme, controlplanev1alpha3.AddToScheme, bootstrapv1.AddToScheme},
 		SetupReconcilers: Reconcilers,
 		SetupWebhooks:    Webhooks,
 	}

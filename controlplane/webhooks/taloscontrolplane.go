@@ -28,10 +28,12 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
+	controlplanev1alpha3 "github.com/talon-capi/talon/api/controlplane/v1alpha3"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	bootstrapwebhooks "github.com/talon-capi/talon/bootstrap/webhooks"
 	"github.com/talon-capi/talon/controlplane/pkg/controlplane"
@@ -47,7 +49,15 @@ var _ admission.Validator[*controlplanev1.TalosControlPlane] = &TalosControlPlan
 
 // SetupWebhookWithManager registers the webhook with mgr.
 func (w *TalosControlPlane) SetupWebhookWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewWebhookManagedBy(mgr, &controlplanev1.TalosControlPlane{}).WithValidator(w).Complete()
+	return ctrl.NewWebhookManagedBy(mgr, &controlplanev1.TalosControlPlane{}).WithValidator(w).
+		WithConverter(conversion.NewHubSpokeConverter(&controlplanev1.TalosControlPlane{}, conversion.NewSpokeConverter(&controlplanev1alpha3.TalosControlPlane{},
+			func(_ context.Context, hub *controlplanev1.TalosControlPlane, spoke *controlplanev1alpha3.TalosControlPlane) error {
+				return controlplanev1alpha3.ConvertTalosControlPlaneFromHub(hub, spoke)
+			},
+			func(_ context.Context, spoke *controlplanev1alpha3.TalosControlPlane, hub *controlplanev1.TalosControlPlane) error {
+				return controlplanev1alpha3.ConvertTalosControlPlaneToHub(spoke, hub)
+			}))).
+		Complete()
 }
 
 // ValidateCreate refuses a control plane that could not keep etcd quorum or render its configs.

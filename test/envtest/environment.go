@@ -36,7 +36,9 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 
+	bootstrapv1alpha3 "github.com/talon-capi/talon/api/bootstrap/v1alpha3"
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
+	controlplanev1alpha3 "github.com/talon-capi/talon/api/controlplane/v1alpha3"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
 )
@@ -63,6 +65,9 @@ func NewScheme() *runtime.Scheme {
 	utilruntime.Must(runtimev1.AddToScheme(scheme))
 	utilruntime.Must(bootstrapv1.AddToScheme(scheme))
 	utilruntime.Must(controlplanev1.AddToScheme(scheme))
+	// Sidero's versions of the same kinds, which Talon's webhooks convert.
+	utilruntime.Must(bootstrapv1alpha3.AddToScheme(scheme))
+	utilruntime.Must(controlplanev1alpha3.AddToScheme(scheme))
 	utilruntime.Must(infrav1.AddToScheme(scheme))
 	return scheme
 }

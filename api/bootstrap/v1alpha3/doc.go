@@ -22,8 +22,7 @@ limitations under the License.
 // The conversion functions are lossless both ways: what one version cannot say is kept in
 // the ConversionDataAnnotation of the other.
 //
-// Not served yet: the CRDs get this version (the kinds' skipversion markers go) together
-// with the bootstrap manager's conversion webhook.
+// The bootstrap manager serves the conversion webhook (/convert) the CRDs call for it.
 //
 // +kubebuilder:object:generate=true
 // +groupName=bootstrap.cluster.x-k8s.io

@@ -46,7 +46,7 @@ type TalosConfigSpec struct {
 
 	// hostname says where the node's hostname comes from.
 	// +optional
-	Hostname HostnameSpec `json:"hostname,omitempty"`
+	Hostname HostnameSpec `json:"hostname,omitempty,omitzero"`
 }
 
 // ConfigPatches is one RFC 6902 operation.
@@ -104,7 +104,6 @@ type TalosConfigStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=talosconfigs,scope=Namespaced,categories=cluster-api
 // +kubebuilder:subresource:status
-// +kubebuilder:skipversion
 // +kubebuilder:deprecatedversion:warning="bootstrap.cluster.x-k8s.io/v1alpha3 is Sidero's CABPT API, served for clusters Talon took over; use v1beta1"
 type TalosConfig struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -140,7 +139,6 @@ type TalosConfigTemplateResource struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=talosconfigtemplates,scope=Namespaced,categories=cluster-api
-// +kubebuilder:skipversion
 // +kubebuilder:deprecatedversion:warning="bootstrap.cluster.x-k8s.io/v1alpha3 is Sidero's CABPT API, served for clusters Talon took over; use v1beta1"
 type TalosConfigTemplate struct {
 	metav1.TypeMeta   `json:",inline"`

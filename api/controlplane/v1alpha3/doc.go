@@ -22,8 +22,7 @@ limitations under the License.
 // The conversion functions are lossless both ways: what one version cannot say is kept in the
 // conversion data annotation of the other (bootstrap v1alpha3's ConversionDataAnnotation).
 //
-// Not served yet: the CRD gets this version (the kind's skipversion marker goes) together
-// with the control-plane manager's conversion webhook.
+// The control-plane manager serves the conversion webhook (/convert) the CRD calls for it.
 //
 // +kubebuilder:object:generate=true
 // +groupName=controlplane.cluster.x-k8s.io

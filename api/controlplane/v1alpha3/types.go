@@ -50,7 +50,7 @@ type TalosControlPlaneSpec struct {
 type ControlPlaneConfig struct {
 	// init was the first Machine's config (unused by CACPPT since v0.4).
 	// +optional
-	InitConfig bootstrapv1alpha3.TalosConfigSpec `json:"init,omitempty"`
+	InitConfig bootstrapv1alpha3.TalosConfigSpec `json:"init,omitempty,omitzero"`
 	// controlplane is every control-plane Machine's config.
 	ControlPlaneConfig bootstrapv1alpha3.TalosConfigSpec `json:"controlplane"`
 }
@@ -118,7 +118,6 @@ type TalosControlPlaneStatus struct {
 // +kubebuilder:resource:path=taloscontrolplanes,shortName=tcp,scope=Namespaced,categories=cluster-api
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
-// +kubebuilder:skipversion
 // +kubebuilder:deprecatedversion:warning="controlplane.cluster.x-k8s.io/v1alpha3 is Sidero's CACPPT API, served for clusters Talon took over; use v1beta1"
 type TalosControlPlane struct {
 	metav1.TypeMeta   `json:",inline"`
