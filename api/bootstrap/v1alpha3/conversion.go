@@ -68,7 +68,7 @@ func ConvertTalosConfigToHub(src *TalosConfig, dst *bootstrapv1.TalosConfig) err
 		return err
 	}
 	dst.Spec = SpecToHub(src.Spec)
-	if saved.Spec != nil && SpecFromHub(*saved.Spec).equal(src.Spec) {
+	if saved.Spec != nil && SameJSON(SpecFromHub(*saved.Spec), src.Spec) {
 		// The object was v1beta1 and its spec is unchanged: keep what v1alpha3 cannot say.
 		dst.Spec = *saved.Spec
 	}
@@ -87,7 +87,7 @@ func ConvertTalosConfigToHub(src *TalosConfig, dst *bootstrapv1.TalosConfig) err
 	if generateTypeFromHub(dst.Spec.GenerateType) != src.Spec.GenerateType {
 		keep.GenerateType = &src.Spec.GenerateType
 	}
-	if !EqualConditions(ConditionsFromHub(dst.Status.Conditions, nil), src.Status.Conditions) {
+	if !SameJSON(ConditionsFromHub(dst.Status.Conditions, nil), src.Status.Conditions) {
 		keep.Conditions = src.Status.Conditions
 	}
 	return PutConversionData(&dst.ObjectMeta, keep)
@@ -114,10 +114,10 @@ func ConvertTalosConfigFromHub(src *bootstrapv1.TalosConfig, dst *TalosConfig) e
 		Conditions:         ConditionsFromHub(src.Status.Conditions, saved.Conditions),
 	}
 	keep := hubData{}
-	if !EqualMetaConditions(ConditionsToHub(dst.Status.Conditions, nil), src.Status.Conditions) {
+	if !SameJSON(ConditionsToHub(dst.Status.Conditions, nil), src.Status.Conditions) {
 		keep.Conditions = src.Status.Conditions
 	}
-	if !specToHubEqual(dst.Spec, src.Spec) {
+	if !SameJSON(SpecToHub(dst.Spec), src.Spec) {
 		keep.Spec = src.Spec.DeepCopy()
 	}
 	return PutConversionData(&dst.ObjectMeta, keep)
@@ -131,7 +131,7 @@ func ConvertTalosConfigTemplateToHub(src *TalosConfigTemplate, dst *bootstrapv1.
 		return err
 	}
 	dst.Spec.Template.Spec = SpecToHub(src.Spec.Template.Spec)
-	if saved.Spec != nil && SpecFromHub(*saved.Spec).equal(src.Spec.Template.Spec) {
+	if saved.Spec != nil && SameJSON(SpecFromHub(*saved.Spec), src.Spec.Template.Spec) {
 		dst.Spec.Template.Spec = *saved.Spec
 	}
 	if saved.Template != nil {
@@ -158,7 +158,7 @@ func ConvertTalosConfigTemplateFromHub(src *bootstrapv1.TalosConfigTemplate, dst
 		dst.Spec.Template.Spec.GenerateType = *saved.GenerateType
 	}
 	keep := hubData{}
-	if !specToHubEqual(dst.Spec.Template.Spec, spec) {
+	if !SameJSON(SpecToHub(dst.Spec.Template.Spec), spec) {
 		keep.Spec = spec.DeepCopy()
 	}
 	if meta := src.Spec.Template.ObjectMeta; len(meta.Labels) > 0 || len(meta.Annotations) > 0 {
@@ -226,24 +226,10 @@ func SpecFromHub(in bootstrapv1.TalosConfigSpec) TalosConfigSpec {
 	return out
 }
 
-// equal compares two v1alpha3 specs by their JSON.
-func (s TalosConfigSpec) equal(o TalosConfigSpec) bool {
-	a, errA := json.Marshal(s)
-	b, errB := json.Marshal(o)
-	return errA == nil && errB == nil && bytes.Equal(a, b)
-}
-
-// specToHubEqual is whether spoke converts back to exactly hub.
-func specToHubEqual(spoke TalosConfigSpec, hub bootstrapv1.TalosConfigSpec) bool {
-	a, errA := json.Marshal(SpecToHub(spoke))
-	b, errB := json.Marshal(hub)
-	return errA == nil && errB == nil && bytes.Equal(a, b)
-}
-
 // ConditionsToHub converts Cluster API v1beta1 conditions to metav1 ones, or gives back the
 // metav1 conditions saved when the object was v1beta1 and its conditions did not change.
 func ConditionsToHub(in clusterv1beta1.Conditions, saved []metav1.Condition) []metav1.Condition {
-	if saved != nil && EqualConditions(ConditionsFromHub(saved, nil), in) {
+	if saved != nil && SameJSON(ConditionsFromHub(saved, nil), in) {
 		return saved
 	}
 	var out []metav1.Condition
@@ -264,7 +250,7 @@ func ConditionsToHub(in clusterv1beta1.Conditions, saved []metav1.Condition) []m
 // ConditionsFromHub converts metav1 conditions to Cluster API v1beta1 ones, or gives back the
 // v1beta1 conditions saved when the object was v1alpha3 and its conditions did not change.
 func ConditionsFromHub(in []metav1.Condition, saved clusterv1beta1.Conditions) clusterv1beta1.Conditions {
-	if saved != nil && EqualMetaConditions(ConditionsToHub(saved, nil), in) {
+	if saved != nil && SameJSON(ConditionsToHub(saved, nil), in) {
 		return saved
 	}
 	var out clusterv1beta1.Conditions
@@ -277,15 +263,9 @@ func ConditionsFromHub(in []metav1.Condition, saved clusterv1beta1.Conditions) c
 	return out
 }
 
-// EqualConditions compares Cluster API v1beta1 conditions by their JSON.
-func EqualConditions(a, b clusterv1beta1.Conditions) bool {
-	x, errX := json.Marshal(a)
-	y, errY := json.Marshal(b)
-	return errX == nil && errY == nil && bytes.Equal(x, y)
-}
-
-// EqualMetaConditions compares metav1 conditions by their JSON.
-func EqualMetaConditions(a, b []metav1.Condition) bool {
+// SameJSON is whether a and b have the same JSON: how the conversions tell that an object
+// still says what it said when its other version's fields were saved.
+func SameJSON(a, b any) bool {
 	x, errX := json.Marshal(a)
 	y, errY := json.Marshal(b)
 	return errX == nil && errY == nil && bytes.Equal(x, y)

@@ -17,14 +17,12 @@ limitations under the License.
 package v1alpha3
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strconv"
+
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -33,45 +31,35 @@ import (
 	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1" //nolint:staticcheck // CABPT's conditions are Cluster API v1beta1's
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
+	"github.com/talon-capi/talon/api/internal/roundtrip"
 )
-
-// seedEnv replays the random round trips of a failed run.
-const seedEnv = "TALON_CONVERSION_SEED"
 
 // TestRoundTrips converts random objects to the other version and back and expects what it
 // started from: a TalosConfig CABPT stored reads as Talon's and converts back unchanged, and
 // so does one Talon wrote. The seed is logged; TALON_CONVERSION_SEED replays it.
 func TestRoundTrips(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv(seedEnv); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatalf("%s: %v", seedEnv, err)
-		}
-	}
-	t.Logf("seed %d (replay with %s=%d)", seed, seedEnv, seed)
-	r := rand.New(rand.NewPCG(seed, seed)) //nolint:gosec // a replayable seed, not a secret
+	r := roundtrip.Rand(t)
 	for i := range 500 {
 		spoke := &TalosConfig{ObjectMeta: randomMeta(r), Spec: randomSpec(r), Status: randomStatus(r)}
 		hub := &bootstrapv1.TalosConfig{}
 		back := &TalosConfig{}
-		must(t, ConvertTalosConfigToHub(spoke, hub))
-		must(t, ConvertTalosConfigFromHub(hub, back))
-		expectSame(t, i, "v1alpha3 TalosConfig -> v1beta1 -> v1alpha3", spoke, back)
+		roundtrip.Must(t, ConvertTalosConfigToHub(spoke, hub))
+		roundtrip.Must(t, ConvertTalosConfigFromHub(hub, back))
+		roundtrip.ExpectSame(t, i, "v1alpha3 TalosConfig -> v1beta1 -> v1alpha3", spoke, back)
 
 		talon := &bootstrapv1.TalosConfig{ObjectMeta: randomMeta(r), Spec: randomHubSpec(r), Status: randomHubStatus(r)}
 		viaSpoke := &TalosConfig{}
 		again := &bootstrapv1.TalosConfig{}
-		must(t, ConvertTalosConfigFromHub(talon, viaSpoke))
-		must(t, ConvertTalosConfigToHub(viaSpoke, again))
-		expectSame(t, i, "v1beta1 TalosConfig -> v1alpha3 -> v1beta1", talon, again)
+		roundtrip.Must(t, ConvertTalosConfigFromHub(talon, viaSpoke))
+		roundtrip.Must(t, ConvertTalosConfigToHub(viaSpoke, again))
+		roundtrip.ExpectSame(t, i, "v1beta1 TalosConfig -> v1alpha3 -> v1beta1", talon, again)
 
 		tmpl := &TalosConfigTemplate{ObjectMeta: randomMeta(r), Spec: TalosConfigTemplateSpec{Template: TalosConfigTemplateResource{Spec: randomSpec(r)}}}
 		tmplHub := &bootstrapv1.TalosConfigTemplate{}
 		tmplBack := &TalosConfigTemplate{}
-		must(t, ConvertTalosConfigTemplateToHub(tmpl, tmplHub))
-		must(t, ConvertTalosConfigTemplateFromHub(tmplHub, tmplBack))
-		expectSame(t, i, "v1alpha3 TalosConfigTemplate -> v1beta1 -> v1alpha3", tmpl, tmplBack)
+		roundtrip.Must(t, ConvertTalosConfigTemplateToHub(tmpl, tmplHub))
+		roundtrip.Must(t, ConvertTalosConfigTemplateFromHub(tmplHub, tmplBack))
+		roundtrip.ExpectSame(t, i, "v1alpha3 TalosConfigTemplate -> v1beta1 -> v1alpha3", tmpl, tmplBack)
 
 		hubTmpl := &bootstrapv1.TalosConfigTemplate{ObjectMeta: randomMeta(r)}
 		hubTmpl.Spec.Template.Spec = randomHubSpec(r)
@@ -80,9 +68,9 @@ func TestRoundTrips(t *testing.T) {
 		}
 		hubTmplSpoke := &TalosConfigTemplate{}
 		hubTmplAgain := &bootstrapv1.TalosConfigTemplate{}
-		must(t, ConvertTalosConfigTemplateFromHub(hubTmpl, hubTmplSpoke))
-		must(t, ConvertTalosConfigTemplateToHub(hubTmplSpoke, hubTmplAgain))
-		expectSame(t, i, "v1beta1 TalosConfigTemplate -> v1alpha3 -> v1beta1", hubTmpl, hubTmplAgain)
+		roundtrip.Must(t, ConvertTalosConfigTemplateFromHub(hubTmpl, hubTmplSpoke))
+		roundtrip.Must(t, ConvertTalosConfigTemplateToHub(hubTmplSpoke, hubTmplAgain))
+		roundtrip.ExpectSame(t, i, "v1beta1 TalosConfigTemplate -> v1alpha3 -> v1beta1", hubTmpl, hubTmplAgain)
 	}
 }
 
@@ -90,7 +78,7 @@ func TestRoundTrips(t *testing.T) {
 // Talon's worker config, its Secret and readiness as Talon reports them.
 func TestCABPTObjectReadsAsTalons(t *testing.T) {
 	var spoke TalosConfig
-	must(t, json.Unmarshal([]byte(`{
+	roundtrip.Must(t, json.Unmarshal([]byte(`{
 		"apiVersion": "bootstrap.cluster.x-k8s.io/v1alpha3", "kind": "TalosConfig",
 		"metadata": {"name": "demo-workers-abcde", "namespace": "default"},
 		"spec": {"generateType": "join", "talosVersion": "v1.13",
@@ -99,7 +87,7 @@ func TestCABPTObjectReadsAsTalons(t *testing.T) {
 			"conditions": [{"type": "DataSecretAvailable", "status": "True", "lastTransitionTime": "2026-11-24T07:00:00Z"}]}
 	}`), &spoke))
 	hub := &bootstrapv1.TalosConfig{}
-	must(t, ConvertTalosConfigToHub(&spoke, hub))
+	roundtrip.Must(t, ConvertTalosConfigToHub(&spoke, hub))
 	if hub.Spec.GenerateType != bootstrapv1.GenerateTypeWorker || hub.Spec.TalosVersion != "v1.13" {
 		t.Errorf("spec: got %s %s, want worker v1.13", hub.Spec.GenerateType, hub.Spec.TalosVersion)
 	}
@@ -114,30 +102,9 @@ func TestCABPTObjectReadsAsTalons(t *testing.T) {
 	}
 }
 
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// expectSame compares by JSON, as the API server would store them.
-func expectSame(t *testing.T, i int, what string, want, got any) {
-	t.Helper()
-	a, err := json.Marshal(want)
-	must(t, err)
-	b, err := json.Marshal(got)
-	must(t, err)
-	if !bytes.Equal(a, b) {
-		t.Fatalf("case %d, %s changed the object:\nwant %s\ngot  %s", i, what, a, b)
-	}
-}
-
 func word(r *rand.Rand) string {
 	return []string{"a", "b", "tier", "x-y", "v1.13", "MachineName", ""}[r.IntN(7)]
 }
-
-func some[T any](r *rand.Rand, values ...T) T { return values[r.IntN(len(values))] }
 
 func randomMeta(r *rand.Rand) metav1.ObjectMeta {
 	m := metav1.ObjectMeta{Name: "tc-" + strconv.Itoa(r.IntN(100)), Namespace: "default"}
@@ -151,22 +118,18 @@ func randomMeta(r *rand.Rand) metav1.ObjectMeta {
 }
 
 func randomJSON(r *rand.Rand) []byte {
-	return []byte(some(r, `"text"`, `42`, `{"a":["b",1]}`, `true`))
-}
-
-func randomTime(r *rand.Rand) metav1.Time {
-	return metav1.NewTime(time.Unix(1_790_000_000+int64(r.IntN(1000)), 0).UTC())
+	return []byte(roundtrip.Some(r, `"text"`, `42`, `{"a":["b",1]}`, `true`))
 }
 
 func randomSpec(r *rand.Rand) TalosConfigSpec {
 	s := TalosConfigSpec{
-		GenerateType: some(r, "init", "controlplane", "join", "worker", "none", "bogus", ""),
-		TalosVersion: some(r, "", "v1.13", "v1.12.4"),
-		Data:         some(r, "", "version: v1alpha1\n"),
-		Hostname:     HostnameSpec{Source: some(r, "", "MachineName", "InfrastructureName")},
+		GenerateType: roundtrip.Some(r, "init", "controlplane", "join", "worker", "none", "bogus", ""),
+		TalosVersion: roundtrip.Some(r, "", "v1.13", "v1.12.4"),
+		Data:         roundtrip.Some(r, "", "version: v1alpha1\n"),
+		Hostname:     HostnameSpec{Source: roundtrip.Some(r, "", "MachineName", "InfrastructureName")},
 	}
 	for range r.IntN(3) {
-		p := ConfigPatches{Op: some(r, "add", "replace", "remove"), Path: "/machine/" + word(r)}
+		p := ConfigPatches{Op: roundtrip.Some(r, "add", "replace", "remove"), Path: "/machine/" + word(r)}
 		if r.IntN(3) > 0 {
 			p.Value = apiextensionsv1.JSON{Raw: randomJSON(r)}
 		}
@@ -180,15 +143,15 @@ func randomSpec(r *rand.Rand) TalosConfigSpec {
 
 func randomStatus(r *rand.Rand) TalosConfigStatus {
 	s := TalosConfigStatus{Ready: r.IntN(2) == 0, ObservedGeneration: int64(r.IntN(5)),
-		TalosConfig: some(r, "", "context: demo\n"), FailureReason: some(r, "", "Bad"), FailureMessage: some(r, "", "it broke")}
+		TalosConfig: roundtrip.Some(r, "", "context: demo\n"), FailureReason: roundtrip.Some(r, "", "Bad"), FailureMessage: roundtrip.Some(r, "", "it broke")}
 	if r.IntN(2) == 0 {
 		s.DataSecretName = strPtr("tc-bootstrap-data")
 	}
 	for i := range r.IntN(3) {
 		s.Conditions = append(s.Conditions, clusterv1beta1.Condition{
-			Type: clusterv1beta1.ConditionType(fmt.Sprintf("C%d", i)), Status: some(r, corev1.ConditionTrue, corev1.ConditionFalse, corev1.ConditionUnknown),
-			Severity:           some(r, clusterv1beta1.ConditionSeverityNone, clusterv1beta1.ConditionSeverityWarning, clusterv1beta1.ConditionSeverityError),
-			LastTransitionTime: randomTime(r), Reason: some(r, "", "Waiting"), Message: some(r, "", "because"),
+			Type: clusterv1beta1.ConditionType(fmt.Sprintf("C%d", i)), Status: roundtrip.Some(r, corev1.ConditionTrue, corev1.ConditionFalse, corev1.ConditionUnknown),
+			Severity:           roundtrip.Some(r, clusterv1beta1.ConditionSeverityNone, clusterv1beta1.ConditionSeverityWarning, clusterv1beta1.ConditionSeverityError),
+			LastTransitionTime: roundtrip.Time(r), Reason: roundtrip.Some(r, "", "Waiting"), Message: roundtrip.Some(r, "", "because"),
 		})
 	}
 	return s
@@ -196,13 +159,13 @@ func randomStatus(r *rand.Rand) TalosConfigStatus {
 
 func randomHubSpec(r *rand.Rand) bootstrapv1.TalosConfigSpec {
 	s := bootstrapv1.TalosConfigSpec{
-		GenerateType: some(r, bootstrapv1.GenerateTypeControlPlane, bootstrapv1.GenerateTypeWorker, bootstrapv1.GenerateTypeNone, ""),
-		TalosVersion: some(r, "", "v1.13"),
-		Hostname:     bootstrapv1.HostnameSpec{Source: some(r, bootstrapv1.HostnameSource(""), bootstrapv1.HostnameSourceMachineName)},
-		Data:         some(r, "", "version: v1alpha1\n"),
+		GenerateType: roundtrip.Some(r, bootstrapv1.GenerateTypeControlPlane, bootstrapv1.GenerateTypeWorker, bootstrapv1.GenerateTypeNone, ""),
+		TalosVersion: roundtrip.Some(r, "", "v1.13"),
+		Hostname:     bootstrapv1.HostnameSpec{Source: roundtrip.Some(r, bootstrapv1.HostnameSource(""), bootstrapv1.HostnameSourceMachineName)},
+		Data:         roundtrip.Some(r, "", "version: v1alpha1\n"),
 	}
 	for range r.IntN(3) {
-		p := bootstrapv1.ConfigPatch{Op: some(r, "add", "move", "copy"), Path: "/machine/" + word(r), From: some(r, "", "/machine/a")}
+		p := bootstrapv1.ConfigPatch{Op: roundtrip.Some(r, "add", "move", "copy"), Path: "/machine/" + word(r), From: roundtrip.Some(r, "", "/machine/a")}
 		if r.IntN(2) == 0 {
 			p.Value = &apiextensionsv1.JSON{Raw: randomJSON(r)}
 		}
@@ -219,8 +182,8 @@ func randomHubStatus(r *rand.Rand) bootstrapv1.TalosConfigStatus {
 	}
 	for i := range r.IntN(3) {
 		s.Conditions = append(s.Conditions, metav1.Condition{
-			Type: fmt.Sprintf("C%d", i), Status: some(r, metav1.ConditionTrue, metav1.ConditionFalse), ObservedGeneration: int64(r.IntN(3)),
-			LastTransitionTime: randomTime(r), Reason: some(r, "Ready", "Waiting"), Message: some(r, "", "because"),
+			Type: fmt.Sprintf("C%d", i), Status: roundtrip.Some(r, metav1.ConditionTrue, metav1.ConditionFalse), ObservedGeneration: int64(r.IntN(3)),
+			LastTransitionTime: roundtrip.Time(r), Reason: roundtrip.Some(r, "Ready", "Waiting"), Message: roundtrip.Some(r, "", "because"),
 		})
 	}
 	return s

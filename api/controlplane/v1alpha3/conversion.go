@@ -17,9 +17,6 @@ limitations under the License.
 package v1alpha3
 
 import (
-	"bytes"
-	"encoding/json"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -51,18 +48,18 @@ func ConvertTalosControlPlaneToHub(src *TalosControlPlane, dst *controlplanev1.T
 		return err
 	}
 	dst.Spec = specToHub(src.Spec)
-	if saved.Spec != nil && sameJSON(specFromHub(*saved.Spec), src.Spec) {
+	if saved.Spec != nil && bootstrapv1alpha3.SameJSON(specFromHub(*saved.Spec), src.Spec) {
 		dst.Spec = *saved.Spec
 	}
 	dst.Status = statusToHub(src.Status)
-	if saved.Status != nil && sameJSON(statusFromHub(*saved.Status), src.Status) {
+	if saved.Status != nil && bootstrapv1alpha3.SameJSON(statusFromHub(*saved.Status), src.Status) {
 		dst.Status = *saved.Status
 	}
 	var keep spokeData
-	if !sameJSON(specFromHub(dst.Spec), src.Spec) {
+	if !bootstrapv1alpha3.SameJSON(specFromHub(dst.Spec), src.Spec) {
 		keep.Spec = src.Spec.DeepCopy()
 	}
-	if !sameJSON(statusFromHub(dst.Status), src.Status) {
+	if !bootstrapv1alpha3.SameJSON(statusFromHub(dst.Status), src.Status) {
 		keep.Status = src.Status.DeepCopy()
 	}
 	return bootstrapv1alpha3.PutConversionData(&dst.ObjectMeta, keep)
@@ -76,18 +73,18 @@ func ConvertTalosControlPlaneFromHub(src *controlplanev1.TalosControlPlane, dst 
 		return err
 	}
 	dst.Spec = specFromHub(src.Spec)
-	if saved.Spec != nil && sameJSON(specToHub(*saved.Spec), src.Spec) {
+	if saved.Spec != nil && bootstrapv1alpha3.SameJSON(specToHub(*saved.Spec), src.Spec) {
 		dst.Spec = *saved.Spec
 	}
 	dst.Status = statusFromHub(src.Status)
-	if saved.Status != nil && sameJSON(statusToHub(*saved.Status), src.Status) {
+	if saved.Status != nil && bootstrapv1alpha3.SameJSON(statusToHub(*saved.Status), src.Status) {
 		dst.Status = *saved.Status
 	}
 	var keep hubData
-	if !sameJSON(specToHub(dst.Spec), src.Spec) {
+	if !bootstrapv1alpha3.SameJSON(specToHub(dst.Spec), src.Spec) {
 		keep.Spec = src.Spec.DeepCopy()
 	}
-	if !sameJSON(statusToHub(dst.Status), src.Status) {
+	if !bootstrapv1alpha3.SameJSON(statusToHub(dst.Status), src.Status) {
 		keep.Status = src.Status.DeepCopy()
 	}
 	return bootstrapv1alpha3.PutConversionData(&dst.ObjectMeta, keep)
@@ -178,13 +175,6 @@ func nonZero(n int32) *int32 {
 		return nil
 	}
 	return &n
-}
-
-// sameJSON is whether a and b have the same JSON.
-func sameJSON(a, b any) bool {
-	x, errX := json.Marshal(a)
-	y, errY := json.Marshal(b)
-	return errX == nil && errY == nil && bytes.Equal(x, y)
 }
 
 // Bootstrapped is whether CACPPT recorded that it bootstrapped etcd, read from a

@@ -17,14 +17,11 @@ limitations under the License.
 package v1alpha3
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
+
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,38 +33,28 @@ import (
 	bootstrapv1alpha3 "github.com/talon-capi/talon/api/bootstrap/v1alpha3"
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
+	"github.com/talon-capi/talon/api/internal/roundtrip"
 )
-
-// seedEnv replays the random round trips of a failed run.
-const seedEnv = "TALON_CONVERSION_SEED"
 
 // TestRoundTrips converts random TalosControlPlanes to the other version and back and
 // expects what it started from. The seed is logged; TALON_CONVERSION_SEED replays it.
 func TestRoundTrips(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv(seedEnv); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatalf("%s: %v", seedEnv, err)
-		}
-	}
-	t.Logf("seed %d (replay with %s=%d)", seed, seedEnv, seed)
-	r := rand.New(rand.NewPCG(seed, seed)) //nolint:gosec // a replayable seed, not a secret
+	r := roundtrip.Rand(t)
 	for i := range 500 {
 		spoke := &TalosControlPlane{ObjectMeta: metav1.ObjectMeta{Name: "cp", Namespace: "default"}, Spec: randomSpec(r), Status: randomStatus(r)}
 		hub := &controlplanev1.TalosControlPlane{}
 		back := &TalosControlPlane{}
-		must(t, ConvertTalosControlPlaneToHub(spoke, hub))
-		must(t, ConvertTalosControlPlaneFromHub(hub, back))
-		expectSame(t, i, "v1alpha3 -> v1beta1 -> v1alpha3", spoke, back)
+		roundtrip.Must(t, ConvertTalosControlPlaneToHub(spoke, hub))
+		roundtrip.Must(t, ConvertTalosControlPlaneFromHub(hub, back))
+		roundtrip.ExpectSame(t, i, "v1alpha3 -> v1beta1 -> v1alpha3", spoke, back)
 
 		talon := &controlplanev1.TalosControlPlane{ObjectMeta: metav1.ObjectMeta{Name: "cp", Namespace: "default", Labels: map[string]string{"a": "b"}},
 			Spec: randomHubSpec(r), Status: randomHubStatus(r)}
 		viaSpoke := &TalosControlPlane{}
 		again := &controlplanev1.TalosControlPlane{}
-		must(t, ConvertTalosControlPlaneFromHub(talon, viaSpoke))
-		must(t, ConvertTalosControlPlaneToHub(viaSpoke, again))
-		expectSame(t, i, "v1beta1 -> v1alpha3 -> v1beta1", talon, again)
+		roundtrip.Must(t, ConvertTalosControlPlaneFromHub(talon, viaSpoke))
+		roundtrip.Must(t, ConvertTalosControlPlaneToHub(viaSpoke, again))
+		roundtrip.ExpectSame(t, i, "v1beta1 -> v1alpha3 -> v1beta1", talon, again)
 	}
 }
 
@@ -76,7 +63,7 @@ func TestRoundTrips(t *testing.T) {
 // bootstrap is still there to read.
 func TestCACPPTObjectReadsAsTalons(t *testing.T) {
 	var spoke TalosControlPlane
-	must(t, json.Unmarshal([]byte(`{
+	roundtrip.Must(t, json.Unmarshal([]byte(`{
 		"apiVersion": "controlplane.cluster.x-k8s.io/v1alpha3", "kind": "TalosControlPlane",
 		"metadata": {"name": "demo-control-plane", "namespace": "default"},
 		"spec": {"replicas": 3, "version": "v1.36.3",
@@ -87,7 +74,7 @@ func TestCACPPTObjectReadsAsTalons(t *testing.T) {
 			"selector": "cluster.x-k8s.io/cluster-name=demo", "version": "v1.36.3"}
 	}`), &spoke))
 	hub := &controlplanev1.TalosControlPlane{}
-	must(t, ConvertTalosControlPlaneToHub(&spoke, hub))
+	roundtrip.Must(t, ConvertTalosControlPlaneToHub(&spoke, hub))
 	wantRef := clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "TalosDockerMachineTemplate", Name: "demo-control-plane"}
 	if hub.Spec.MachineTemplate.Spec.InfrastructureRef != wantRef {
 		t.Errorf("infrastructureRef: got %+v, want %+v", hub.Spec.MachineTemplate.Spec.InfrastructureRef, wantRef)
@@ -102,31 +89,10 @@ func TestCACPPTObjectReadsAsTalons(t *testing.T) {
 		t.Error("CACPPT's record that it bootstrapped etcd is lost")
 	}
 	back := &TalosControlPlane{}
-	must(t, ConvertTalosControlPlaneFromHub(hub, back))
+	roundtrip.Must(t, ConvertTalosControlPlaneFromHub(hub, back))
 	spoke.TypeMeta = metav1.TypeMeta{} // set by whoever serves the object, not by conversion
-	expectSame(t, 0, "v1alpha3 -> v1beta1 -> v1alpha3", &spoke, back)
+	roundtrip.ExpectSame(t, 0, "v1alpha3 -> v1beta1 -> v1alpha3", &spoke, back)
 }
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// expectSame compares by JSON, as the API server would store them.
-func expectSame(t *testing.T, i int, what string, want, got any) {
-	t.Helper()
-	a, err := json.Marshal(want)
-	must(t, err)
-	b, err := json.Marshal(got)
-	must(t, err)
-	if !bytes.Equal(a, b) {
-		t.Fatalf("case %d, %s changed the object:\nwant %s\ngot  %s", i, what, a, b)
-	}
-}
-
-func some[T any](r *rand.Rand, values ...T) T { return values[r.IntN(len(values))] }
 
 func int32Ptr(r *rand.Rand) *int32 {
 	if r.IntN(3) == 0 {
@@ -136,23 +102,19 @@ func int32Ptr(r *rand.Rand) *int32 {
 	return &n
 }
 
-func randomTime(r *rand.Rand) metav1.Time {
-	return metav1.NewTime(time.Unix(1_790_000_000+int64(r.IntN(1000)), 0).UTC())
-}
-
 func randomConfig(r *rand.Rand) bootstrapv1alpha3.TalosConfigSpec {
-	return bootstrapv1alpha3.TalosConfigSpec{GenerateType: some(r, "controlplane", "init", ""), TalosVersion: some(r, "", "v1.13"),
-		StrategicPatches: some(r, []string(nil), []string{"machine:\n  env:\n    A: b\n"})}
+	return bootstrapv1alpha3.TalosConfigSpec{GenerateType: roundtrip.Some(r, "controlplane", "init", ""), TalosVersion: roundtrip.Some(r, "", "v1.13"),
+		StrategicPatches: roundtrip.Some(r, []string(nil), []string{"machine:\n  env:\n    A: b\n"})}
 }
 
 func randomSpec(r *rand.Rand) TalosControlPlaneSpec {
 	s := TalosControlPlaneSpec{
 		Replicas: int32Ptr(r),
-		Version:  some(r, "v1.36.3", "v1.35.4"),
+		Version:  roundtrip.Some(r, "v1.36.3", "v1.35.4"),
 		InfrastructureTemplate: corev1.ObjectReference{
-			APIVersion: some(r, "infrastructure.cluster.x-k8s.io/v1alpha1", "infrastructure.cluster.x-k8s.io/v1beta1", ""),
-			Kind:       some(r, "TalosDockerMachineTemplate", "MetalMachineTemplate"), Name: some(r, "cp", "cp-2"),
-			Namespace: some(r, "", "default"),
+			APIVersion: roundtrip.Some(r, "infrastructure.cluster.x-k8s.io/v1alpha1", "infrastructure.cluster.x-k8s.io/v1beta1", ""),
+			Kind:       roundtrip.Some(r, "TalosDockerMachineTemplate", "MetalMachineTemplate"), Name: roundtrip.Some(r, "cp", "cp-2"),
+			Namespace: roundtrip.Some(r, "", "default"),
 		},
 		ControlPlaneConfig: ControlPlaneConfig{ControlPlaneConfig: randomConfig(r)},
 	}
@@ -160,9 +122,9 @@ func randomSpec(r *rand.Rand) TalosControlPlaneSpec {
 		s.ControlPlaneConfig.InitConfig = randomConfig(r)
 	}
 	if r.IntN(2) == 0 {
-		s.RolloutStrategy = &RolloutStrategy{Type: some(r, "", "RollingUpdate", "OnDelete")}
+		s.RolloutStrategy = &RolloutStrategy{Type: roundtrip.Some(r, "", "RollingUpdate", "OnDelete")}
 		if r.IntN(2) == 0 {
-			surge := some(r, intstr.FromInt32(0), intstr.FromInt32(1), intstr.FromString("50%"))
+			surge := roundtrip.Some(r, intstr.FromInt32(0), intstr.FromInt32(1), intstr.FromString("50%"))
 			s.RolloutStrategy.RollingUpdate = &RollingUpdate{MaxSurge: &surge}
 		}
 	}
@@ -171,21 +133,21 @@ func randomSpec(r *rand.Rand) TalosControlPlaneSpec {
 
 func randomStatus(r *rand.Rand) TalosControlPlaneStatus {
 	s := TalosControlPlaneStatus{
-		Selector: some(r, "", "cluster.x-k8s.io/cluster-name=demo"), Replicas: int32(r.IntN(4)), ReadyReplicas: int32(r.IntN(4)),
+		Selector: roundtrip.Some(r, "", "cluster.x-k8s.io/cluster-name=demo"), Replicas: int32(r.IntN(4)), ReadyReplicas: int32(r.IntN(4)),
 		UnavailableReplicas: int32(r.IntN(2)), Initialized: r.IntN(2) == 0, Ready: r.IntN(2) == 0, Bootstrapped: r.IntN(2) == 0,
 		ObservedGeneration: int64(r.IntN(3)),
 	}
 	if r.IntN(3) == 0 {
-		s.FailureReason, s.FailureMessage = some(r, nil, strPtr("Bad")), some(r, nil, strPtr("it broke"))
+		s.FailureReason, s.FailureMessage = roundtrip.Some(r, nil, strPtr("Bad")), roundtrip.Some(r, nil, strPtr("it broke"))
 	}
 	if r.IntN(2) == 0 {
 		s.Version = strPtr("v1.36.3")
 	}
 	for i := range r.IntN(3) {
 		s.Conditions = append(s.Conditions, clusterv1beta1.Condition{
-			Type: clusterv1beta1.ConditionType(fmt.Sprintf("C%d", i)), Status: some(r, corev1.ConditionTrue, corev1.ConditionFalse),
-			Severity:           some(r, clusterv1beta1.ConditionSeverityNone, clusterv1beta1.ConditionSeverityWarning),
-			LastTransitionTime: randomTime(r), Reason: some(r, "", "Waiting"), Message: some(r, "", "because"),
+			Type: clusterv1beta1.ConditionType(fmt.Sprintf("C%d", i)), Status: roundtrip.Some(r, corev1.ConditionTrue, corev1.ConditionFalse),
+			Severity:           roundtrip.Some(r, clusterv1beta1.ConditionSeverityNone, clusterv1beta1.ConditionSeverityWarning),
+			LastTransitionTime: roundtrip.Time(r), Reason: roundtrip.Some(r, "", "Waiting"), Message: roundtrip.Some(r, "", "because"),
 		})
 	}
 	return s
@@ -193,8 +155,8 @@ func randomStatus(r *rand.Rand) TalosControlPlaneStatus {
 
 func randomHubSpec(r *rand.Rand) controlplanev1.TalosControlPlaneSpec {
 	s := controlplanev1.TalosControlPlaneSpec{
-		Replicas: int32Ptr(r), Version: some(r, "v1.36.3", "v1.35.4"),
-		ControlPlaneConfig: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane, TalosVersion: some(r, "", "v1.13")},
+		Replicas: int32Ptr(r), Version: roundtrip.Some(r, "v1.36.3", "v1.35.4"),
+		ControlPlaneConfig: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane, TalosVersion: roundtrip.Some(r, "", "v1.13")},
 	}
 	s.MachineTemplate.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "TalosDockerMachineTemplate", Name: "cp"}
 	if r.IntN(2) == 0 {
@@ -202,9 +164,9 @@ func randomHubSpec(r *rand.Rand) controlplanev1.TalosControlPlaneSpec {
 		s.MachineNaming.Template = "{{ .cluster.name }}-cp-{{ .random }}"
 	}
 	if r.IntN(2) == 0 {
-		s.Rollout.Strategy.Type = some(r, controlplanev1.RollingUpdateStrategyType, controlplanev1.OnDeleteStrategyType)
+		s.Rollout.Strategy.Type = roundtrip.Some(r, controlplanev1.RollingUpdateStrategyType, controlplanev1.OnDeleteStrategyType)
 		s.Rollout.Strategy.RollingUpdate.MaxSurge = int32Ptr(r)
-		s.Rollout.After = randomTime(r)
+		s.Rollout.After = roundtrip.Time(r)
 	}
 	if r.IntN(2) == 0 {
 		s.Remediation.MaxRetry = int32Ptr(r)
@@ -214,7 +176,7 @@ func randomHubSpec(r *rand.Rand) controlplanev1.TalosControlPlaneSpec {
 
 func randomHubStatus(r *rand.Rand) controlplanev1.TalosControlPlaneStatus {
 	s := controlplanev1.TalosControlPlaneStatus{
-		Selector: some(r, "", "cluster.x-k8s.io/cluster-name=demo"), Replicas: int32Ptr(r), ReadyReplicas: int32Ptr(r),
+		Selector: roundtrip.Some(r, "", "cluster.x-k8s.io/cluster-name=demo"), Replicas: int32Ptr(r), ReadyReplicas: int32Ptr(r),
 		AvailableReplicas: int32Ptr(r), UpToDateReplicas: int32Ptr(r), ObservedGeneration: int64(r.IntN(3)),
 	}
 	if r.IntN(2) == 0 {
@@ -223,8 +185,8 @@ func randomHubStatus(r *rand.Rand) controlplanev1.TalosControlPlaneStatus {
 	}
 	for i := range r.IntN(3) {
 		s.Conditions = append(s.Conditions, metav1.Condition{
-			Type: fmt.Sprintf("C%d", i), Status: some(r, metav1.ConditionTrue, metav1.ConditionFalse), ObservedGeneration: int64(r.IntN(3)),
-			LastTransitionTime: randomTime(r), Reason: some(r, "Ready", "Waiting"), Message: some(r, "", "because"),
+			Type: fmt.Sprintf("C%d", i), Status: roundtrip.Some(r, metav1.ConditionTrue, metav1.ConditionFalse), ObservedGeneration: int64(r.IntN(3)),
+			LastTransitionTime: roundtrip.Time(r), Reason: roundtrip.Some(r, "Ready", "Waiting"), Message: roundtrip.Some(r, "", "because"),
 		})
 	}
 	return s
