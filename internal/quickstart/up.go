@@ -296,10 +296,14 @@ func ensurePlane(ctx context.Context, opts Options, rt string) (*plane.Plane, er
 // InstallProviders installs Cluster API and Talon on p with clusterctl init from
 // clusterctlConfig and runs their four managers; rt is the infrastructure manager's runtime.
 func InstallProviders(ctx context.Context, p *plane.Plane, clusterctlConfig, rt string) error {
-	bin := p.BinDir()
-	return installProviders(ctx, p, clusterctlConfig, rt, "talon",
-		plane.Manager{Name: "talon-bootstrap", Provider: "bootstrap-talon", Path: filepath.Join(bin, BootstrapBinary)},
-		plane.Manager{Name: "talon-control-plane", Provider: "control-plane-talon", Path: filepath.Join(bin, ControlPlaneBin)})
+	bootstrap, controlPlane := talonManagers(p.BinDir())
+	return installProviders(ctx, p, clusterctlConfig, rt, "talon", bootstrap, controlPlane)
+}
+
+// talonManagers are Talon's bootstrap and control-plane managers in bin.
+func talonManagers(bin string) (bootstrap, controlPlane plane.Manager) {
+	return plane.Manager{Name: "talon-bootstrap", Provider: "bootstrap-talon", Path: filepath.Join(bin, BootstrapBinary)},
+		plane.Manager{Name: "talon-control-plane", Provider: "control-plane-talon", Path: filepath.Join(bin, ControlPlaneBin)}
 }
 
 // InstallSideroProviders installs Cluster API, Talon's infrastructure provider and Sidero
@@ -312,6 +316,33 @@ func InstallSideroProviders(ctx context.Context, p *plane.Plane, clusterctlConfi
 	return installProviders(ctx, p, clusterctlConfig, rt, SideroProvider,
 		plane.Manager{Name: "sidero-bootstrap", Provider: "bootstrap-talos", Path: filepath.Join(bin, SideroBootstrapBinary)},
 		plane.Manager{Name: "sidero-control-plane", Provider: "control-plane-talos", Path: filepath.Join(bin, SideroControlPlaneBinary)})
+}
+
+// TakeOverFromSidero hands the clusters Sidero Labs' providers made on p to Talon's
+// bootstrap and control-plane providers, as docs/migrate-from-sidero.md tells a person to:
+// their managers stop, clusterctl deletes their providers (keeping the
+// CustomResourceDefinitions and every object), clusterctl installs Talon's from
+// clusterctlConfig (out/clusterctl.yaml) over the same CustomResourceDefinitions, and
+// Talon's managers start.
+func TakeOverFromSidero(ctx context.Context, p *plane.Plane, clusterctlConfig string) error {
+	for _, name := range []string{"sidero-bootstrap", "sidero-control-plane"} {
+		if err := p.RemoveManager(ctx, name); err != nil {
+			return err
+		}
+	}
+	if _, err := p.Clusterctl(ctx, nil, "delete", "--bootstrap", SideroProvider, "--control-plane", SideroProvider); err != nil {
+		return err
+	}
+	if _, err := p.Clusterctl(ctx, nil, "init", "--config", clusterctlConfig, "--bootstrap", "talon", "--control-plane", "talon"); err != nil {
+		return err
+	}
+	bootstrap, controlPlane := talonManagers(p.BinDir())
+	for _, m := range []plane.Manager{bootstrap, controlPlane} {
+		if err := p.StartManager(ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // installProviders runs clusterctl init for Cluster API, Talon's infrastructure provider and

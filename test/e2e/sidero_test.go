@@ -24,7 +24,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -188,10 +187,18 @@ func patchControlPlane(ctx context.Context, c client.Client, gvk schema.GroupVer
 	return c.Patch(ctx, tcp, client.RawPatch(types.MergePatchType, patch))
 }
 
-// expectSideroControlPlane waits until the control plane is three usable Machines of
-// version, the TalosControlPlane reports three ready replicas, and each node's etcd lists
-// three members of one cluster; it returns the Machines' names.
+// expectSideroControlPlane waits until CACPPT's control plane is three usable Machines of
+// version, each node's etcd listing three members of one cluster (see expectControlPlane).
 func (s *suite) expectSideroControlPlane(c client.Client, ns, name, version string) []string {
+	s.t.Helper()
+	return s.expectControlPlane(c, sideroControlPlaneGVK, ns, name, version, 3)
+}
+
+// expectControlPlane waits until the cluster's control plane is n usable Machines of
+// version, its TalosControlPlane (of kind gvk: CACPPT's or Talon's, which say replicas and
+// readyReplicas alike) reports n ready replicas, and each node's etcd lists n members of
+// one cluster; it returns the Machines' names, sorted.
+func (s *suite) expectControlPlane(c client.Client, gvk schema.GroupVersionKind, ns, name, version string, n int) []string {
 	s.t.Helper()
 	ctx := s.t.Context()
 	bundle := s.sideroBundle(c, ns, name)
@@ -199,29 +206,27 @@ func (s *suite) expectSideroControlPlane(c client.Client, ns, name, version stri
 	s.g.Eventually(func(g Gomega) {
 		usableMachines(ctx, g, c, ns, name)
 		machines = controlPlaneMachines(ctx, g, c, ns, name)
-		g.Expect(machines).To(HaveLen(3))
+		g.Expect(machines).To(HaveLen(n))
 		for _, m := range machines {
 			g.Expect(m.Spec.Version).To(Equal(version), "Machine %s", m.Name)
 		}
 		tcp := &unstructured.Unstructured{}
-		tcp.SetGroupVersionKind(sideroControlPlaneGVK)
+		tcp.SetGroupVersionKind(gvk)
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-control-plane"}, tcp)).To(Succeed())
 		ready, _, _ := unstructured.NestedInt64(tcp.Object, "status", "readyReplicas")
 		replicas, _, _ := unstructured.NestedInt64(tcp.Object, "status", "replicas")
-		g.Expect([]int64{ready, replicas}).To(Equal([]int64{3, 3}), "the TalosControlPlane's ready replicas and replicas")
+		g.Expect([]int64{ready, replicas}).To(Equal([]int64{int64(n), int64(n)}), "the TalosControlPlane's ready replicas and replicas")
 		clusters := map[uint64]bool{}
 		for _, m := range machines {
 			g.Expect(m.Status.Addresses).NotTo(BeEmpty())
 			id, members, err := etcdCluster(ctx, bundle, m.Status.Addresses[0].Address)
 			g.Expect(err).NotTo(HaveOccurred(), "etcd of Machine %s", m.Name)
-			g.Expect(members).To(HaveLen(3), "the members etcd lists on Machine %s", m.Name)
+			g.Expect(members).To(HaveLen(n), "the members etcd lists on Machine %s", m.Name)
 			clusters[id] = true
 		}
 		g.Expect(clusters).To(HaveLen(1), "one etcd cluster")
 	}).WithTimeout(10 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
-	out := names(machines)
-	slices.Sort(out)
-	return out
+	return names(machines)
 }
 
 // sideroBundle is the secrets bundle CABPT keeps in the Secret <cluster>-talos.

@@ -169,6 +169,14 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, config *bootstrapv1.Ta
 		setInternalError(config, err)
 		return ctrl.Result{}, fmt.Errorf("failed to get data Secret %s: %w", secretName, err)
 	}
+	if name, err := r.adoptedDataSecret(ctx, config, owner); err != nil || name != "" {
+		if err != nil {
+			setInternalError(config, err)
+			return ctrl.Result{}, err
+		}
+		setDataSecretCreated(config, name)
+		return ctrl.Result{}, nil
+	}
 
 	if !ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false) {
 		setWaiting(config, bootstrapv1.WaitingForInfrastructureReason,
@@ -211,6 +219,24 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, config *bootstrapv1.Ta
 	log.Info("Wrote the machine config", "Secret", klog.KRef(config.Namespace, secretName))
 	setDataSecretCreated(config, secretName)
 	return ctrl.Result{}, nil
+}
+
+// adoptedDataSecret is the name of the data Secret Sidero Labs' CABPT wrote for this
+// TalosConfig before Talon took it over (named after the owning Machine), or "" when there
+// is none. The node was made from that Secret: it is kept as it is, never rendered again.
+func (r *Reconciler) adoptedDataSecret(ctx context.Context, config *bootstrapv1.TalosConfig, owner *configOwner) (string, error) {
+	name := owner.name + "-bootstrap-data"
+	existing := &corev1.Secret{}
+	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: config.Namespace, Name: name}, existing); {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("failed to get data Secret %s: %w", name, err)
+	}
+	if owner := metav1.GetControllerOf(existing); owner == nil || owner.UID != config.UID {
+		return "", nil
+	}
+	return name, nil
 }
 
 // DataSecretName is the deterministic name of a TalosConfig's bootstrap data Secret.

@@ -198,6 +198,13 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	if orphansDue > 0 {
 		s.lookAgain(orphansDue)
 	}
+	if s.initialized() && s.etcd != nil {
+		// A control plane initialized before Talon kept the record (or by another provider,
+		// whose cluster Talon took over) gets it now.
+		if err := r.recordEtcdCluster(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if s.initialized() {
 		// Before releasing: a dead orphan member may be what keeps a removal from being safe.
 		result, learnersDue := r.removeOrphanMembers(ctx, s)

@@ -38,6 +38,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/kubeconfig"
 
+	controlplanev1alpha3 "github.com/talon-capi/talon/api/controlplane/v1alpha3"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	"github.com/talon-capi/talon/controlplane/pkg/controlplane"
 	"github.com/talon-capi/talon/controlplane/pkg/talosclient"
@@ -100,6 +101,13 @@ func (r *Reconciler) bootstrapRecordedMachine(ctx context.Context, s *scope) (ct
 			return ctrl.Result{}, err
 		}
 		target = ""
+	}
+	if target == "" && controlplanev1alpha3.Bootstrapped(s.tcp) {
+		// Taken over from Sidero Labs' CACPPT, which recorded that it bootstrapped etcd: it
+		// is never bootstrapped again, whatever the nodes answer for now.
+		s.waiting = "etcd was bootstrapped by the provider this control plane was taken over from (CACPPT's status.bootstrapped); " +
+			"waiting for a control-plane node to answer with etcd's members"
+		return ctrl.Result{RequeueAfter: converging}, nil
 	}
 	if target == "" {
 		active := s.active()

@@ -107,7 +107,9 @@ type etcdState struct {
 func (r *Reconciler) observe(ctx context.Context, cluster *clusterv1.Cluster, tcp *controlplanev1.TalosControlPlane) (*scope, error) {
 	s := &scope{cluster: cluster, tcp: tcp, configs: map[string]*bootstrapv1.TalosConfig{}, nodes: map[string]*nodeReport{}}
 	machines := &clusterv1.MachineList{}
-	if err := r.Client.List(ctx, machines, client.InNamespace(tcp.Namespace), client.MatchingLabels(selectorLabels(cluster, tcp))); err != nil {
+	// By the cluster only: Machines another provider made for this TalosControlPlane lack
+	// the control-plane name label until they are adopted.
+	if err := r.Client.List(ctx, machines, client.InNamespace(tcp.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name}); err != nil {
 		return nil, fmt.Errorf("failed to list control-plane Machines: %w", err)
 	}
 	for i := range machines.Items {
@@ -117,6 +119,9 @@ func (r *Reconciler) observe(ctx context.Context, cluster *clusterv1.Cluster, tc
 		}
 	}
 	slices.SortFunc(s.machines, func(a, b *clusterv1.Machine) int { return strings.Compare(a.Name, b.Name) })
+	if err := r.adoptMachines(ctx, s); err != nil {
+		return nil, err
+	}
 	configs := &bootstrapv1.TalosConfigList{}
 	if err := r.Client.List(ctx, configs, client.InNamespace(tcp.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name}); err != nil {
 		return nil, fmt.Errorf("failed to list TalosConfigs: %w", err)
