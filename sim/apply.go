@@ -189,10 +189,10 @@ func (n *Node) canApplyImmediately(cfg talosconfig.Provider) error {
 	was, next := current.RawV1Alpha1(), cfg.RawV1Alpha1().DeepCopy()
 	next.ConfigDebug, next.ClusterConfig = was.ConfigDebug, was.ClusterConfig
 	if m, w := next.MachineConfig, was.MachineConfig; m != nil && w != nil {
-		m.MachineCA, m.MachineAcceptedCAs, m.MachineTime, m.MachineCertSANs = w.MachineCA, w.MachineAcceptedCAs, w.MachineTime, w.MachineCertSANs   //nolint:staticcheck // Talos still reads machine.time
-		m.MachineInstall, m.MachineNetwork, m.MachineSysfs, m.MachineSysctls = w.MachineInstall, w.MachineNetwork, w.MachineSysfs, w.MachineSysctls //nolint:staticcheck // and machine.network
+		m.MachineCA, m.MachineAcceptedCAs, m.MachineTime, m.MachineCertSANs = w.MachineCA, w.MachineAcceptedCAs, w.MachineTime, w.MachineCertSANs   // Talos still reads machine.time
+		m.MachineInstall, m.MachineNetwork, m.MachineSysfs, m.MachineSysctls = w.MachineInstall, w.MachineNetwork, w.MachineSysfs, w.MachineSysctls // and machine.network
 		m.MachineLogging, m.MachineControlPlane, m.MachineKubelet, m.MachineKernel = w.MachineLogging, w.MachineControlPlane, w.MachineKubelet, w.MachineKernel
-		m.MachineRegistries, m.MachinePods, m.MachineSeccompProfiles = w.MachineRegistries, w.MachinePods, w.MachineSeccompProfiles //nolint:staticcheck // and machine.registries
+		m.MachineRegistries, m.MachinePods, m.MachineSeccompProfiles = w.MachineRegistries, w.MachinePods, w.MachineSeccompProfiles // and machine.registries
 		m.MachineNodeAnnotations, m.MachineNodeLabels, m.MachineNodeTaints = w.MachineNodeAnnotations, w.MachineNodeLabels, w.MachineNodeTaints
 		if f, wf := m.MachineFeatures, w.MachineFeatures; f != nil && wf != nil {
 			f.KubernetesTalosAPIAccessConfig, f.KubePrismSupport, f.HostDNSSupport = wf.KubernetesTalosAPIAccessConfig, wf.KubePrismSupport, wf.HostDNSSupport

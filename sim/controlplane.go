@@ -95,11 +95,12 @@ func (n *Node) restartKubernetesIfChanged(old, cfg talosconfig.Provider) {
 	if cfg.Machine().Type() != machinetype.TypeControlPlane || old == nil {
 		return
 	}
-	was, now := old.Cluster(), cfg.Cluster()
+	wasAPIServer, nowAPIServer := old.K8sAPIServerConfig(), cfg.K8sAPIServerConfig()
+	wasControllerManager, nowControllerManager := old.K8sControllerManagerConfig(), cfg.K8sControllerManagerConfig()
 	sameArgs := func(a, b map[string][]string) bool { return maps.EqualFunc(a, b, stdslices.Equal) }
-	if was.APIServer().Image() == now.APIServer().Image() && sameArgs(was.APIServer().ExtraArgs(), now.APIServer().ExtraArgs()) &&
-		was.ControllerManager().Image() == now.ControllerManager().Image() &&
-		sameArgs(was.ControllerManager().ExtraArgs(), now.ControllerManager().ExtraArgs()) {
+	if wasAPIServer.Image() == nowAPIServer.Image() && sameArgs(wasAPIServer.ExtraArgs(), nowAPIServer.ExtraArgs()) &&
+		wasControllerManager.Image() == nowControllerManager.Image() &&
+		sameArgs(wasControllerManager.ExtraArgs(), nowControllerManager.ExtraArgs()) {
 		return
 	}
 	n.mu.Lock()
@@ -109,7 +110,7 @@ func (n *Node) restartKubernetesIfChanged(old, cfg talosconfig.Provider) {
 		return
 	}
 	n.opts.Log.Info("Restarting the control plane for the new config",
-		"kube-apiserver", now.APIServer().Image(), "kube-controller-manager", now.ControllerManager().Image())
+		"kube-apiserver", nowAPIServer.Image(), "kube-controller-manager", nowControllerManager.Image())
 	tlsInfo := etcdTLSInfo(n.stateDir("etcd-pki"))
 	go func() {
 		// After a start under way, if any: it would otherwise start its components too.
@@ -180,7 +181,7 @@ func (n *Node) tryJoin(ctx context.Context, cfg talosconfig.Provider) (transport
 	if hasMember || dirHasData(n.stateDir("etcd")) {
 		return transport.TLSInfo{}, errHasMember
 	}
-	endpoint := cfg.Cluster().Endpoint()
+	endpoint := clusterEndpoint(cfg)
 	if endpoint == nil {
 		return transport.TLSInfo{}, errors.New("the config has no cluster endpoint")
 	}
@@ -319,7 +320,7 @@ func (n *Node) promote(ctx context.Context, c *clientv3.Client, id uint64) error
 // kubeconfigArchive is the admin kubeconfig for the cluster endpoint, packed as Talos packs
 // it: a gzipped tar holding one file named kubeconfig.
 func kubeconfigArchive(cfg talosconfig.Provider) ([]byte, error) {
-	endpoint := cfg.Cluster().Endpoint()
+	endpoint := clusterEndpoint(cfg)
 	if endpoint == nil {
 		return nil, errors.New("the config has no cluster endpoint")
 	}

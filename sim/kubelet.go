@@ -24,6 +24,7 @@ import (
 
 	talosconfig "github.com/siderolabs/talos/pkg/machinery/config"
 	machinetype "github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -102,7 +103,7 @@ const kubeletRestart = 500 * time.Millisecond
 // (its version), as Talos does: the service finishes, starts again, and the kubelet
 // reports its Node with the new version.
 func (n *Node) restartKubeletIfChanged(old, cfg talosconfig.Provider) {
-	if old == nil || old.Machine().Kubelet().Image() == cfg.Machine().Kubelet().Image() {
+	if old == nil || kubeletConfig(old).Image() == kubeletConfig(cfg).Image() {
 		return
 	}
 	n.mu.Lock()
@@ -111,7 +112,7 @@ func (n *Node) restartKubeletIfChanged(old, cfg talosconfig.Provider) {
 	if !running || ctx == nil {
 		return
 	}
-	n.opts.Log.Info("Restarting the kubelet for the new config", "image", cfg.Machine().Kubelet().Image())
+	n.opts.Log.Info("Restarting the kubelet for the new config", "image", kubeletConfig(cfg).Image())
 	n.services.stopped("kubelet", serviceFinished, "Service finished successfully")
 	go func() {
 		select {
@@ -219,14 +220,22 @@ func (n *Node) desiredNode(cfg talosconfig.Provider) *corev1.Node {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 		corev1.LabelHostname: name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64",
 	}}}
-	maps.Copy(node.Labels, cfg.Machine().NodeLabels())
+	// machine.nodeLabels and machine.nodeTaints, with the control-plane label, and taint
+	// unless cluster.allowSchedulingOnControlPlanes, that Talos adds on a control-plane node.
+	var labels, taints map[string]string
+	if nodeConfig := cfg.K8sNodeConfig(); nodeConfig != nil {
+		labels, taints = nodeConfig.Labels(), nodeConfig.Taints()
+	}
+	maps.Copy(node.Labels, labels)
 	if cfg.Machine().Type() == machinetype.TypeControlPlane {
-		node.Labels["node-role.kubernetes.io/control-plane"] = ""
-		if !cfg.Cluster().ScheduleOnControlPlanes() {
-			node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule})
+		node.Labels[constants.LabelNodeRoleControlPlane] = ""
+		if taints[constants.LabelNodeRoleControlPlane] == constants.TaintEffectNoSchedule {
+			node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: constants.LabelNodeRoleControlPlane, Effect: corev1.TaintEffectNoSchedule})
+			taints = maps.Clone(taints)
+			delete(taints, constants.LabelNodeRoleControlPlane)
 		}
 	}
-	for key, value := range cfg.Machine().NodeTaints() {
+	for key, value := range taints {
 		val, effect, _ := strings.Cut(value, ":")
 		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: key, Value: val, Effect: corev1.TaintEffect(effect)})
 	}
@@ -235,7 +244,7 @@ func (n *Node) desiredNode(cfg talosconfig.Provider) *corev1.Node {
 
 // kubeletVersion is the tag of the configured kubelet image, e.g. v1.36.3.
 func kubeletVersion(cfg talosconfig.Provider) string {
-	return imageTag(cfg.Machine().Kubelet().Image())
+	return imageTag(kubeletConfig(cfg).Image())
 }
 
 // imageTag is the tag of an image reference: ghcr.io/siderolabs/kubelet:v1.36.3 → v1.36.3.

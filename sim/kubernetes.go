@@ -48,7 +48,7 @@ const (
 
 // kubeClientCert issues a client certificate from the cluster's Kubernetes CA.
 func kubeClientCert(cfg talosconfig.Provider, user string, groups ...string) (*x509.PEMEncodedCertificateAndKey, error) {
-	ca := cfg.Cluster().IssuingCA()
+	ca := kubernetesCA(cfg)
 	if ca == nil || len(ca.Key) == 0 {
 		return nil, errors.New("the machine config has no Kubernetes CA key: only control-plane nodes issue Kubernetes credentials")
 	}
@@ -57,11 +57,11 @@ func kubeClientCert(cfg talosconfig.Provider, user string, groups ...string) (*x
 
 // kubeconfigFor is a kubeconfig for server with the given client certificate.
 func kubeconfigFor(cfg talosconfig.Provider, server, user string, cert *x509.PEMEncodedCertificateAndKey) ([]byte, error) {
-	clusterName := cfg.Cluster().Name()
+	name := clusterName(cfg)
 	kubeconfig := clientcmdapi.Config{
-		Clusters:       map[string]*clientcmdapi.Cluster{clusterName: {Server: server, CertificateAuthorityData: cfg.Cluster().IssuingCA().Crt}},
+		Clusters:       map[string]*clientcmdapi.Cluster{name: {Server: server, CertificateAuthorityData: kubernetesCA(cfg).Crt}},
 		AuthInfos:      map[string]*clientcmdapi.AuthInfo{user: {ClientCertificateData: cert.Crt, ClientKeyData: cert.Key}},
-		Contexts:       map[string]*clientcmdapi.Context{user: {Cluster: clusterName, AuthInfo: user}},
+		Contexts:       map[string]*clientcmdapi.Context{user: {Cluster: name, AuthInfo: user}},
 		CurrentContext: user,
 	}
 	return clientcmd.Write(kubeconfig)
@@ -73,7 +73,7 @@ func adminKubeconfig(cfg talosconfig.Provider, server string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return kubeconfigFor(cfg, server, "admin@"+cfg.Cluster().Name(), cert)
+	return kubeconfigFor(cfg, server, "admin@"+clusterName(cfg), cert)
 }
 
 // kubeClient is a client of the cluster for user, at server.
@@ -88,7 +88,7 @@ func kubeClient(cfg talosconfig.Provider, server, user string, groups ...string)
 // kubeClientWith is a client of the cluster at server that trusts the config's Kubernetes
 // CA and authenticates with tlsConfig's client certificate or a bearer token.
 func kubeClientWith(cfg talosconfig.Provider, server string, tlsConfig rest.TLSClientConfig, token string) (*kubernetes.Clientset, error) {
-	tlsConfig.CAData = cfg.Cluster().IssuingCA().Crt
+	tlsConfig.CAData = kubernetesCA(cfg).Crt
 	return kubernetes.NewForConfig(&rest.Config{Host: server, TLSClientConfig: tlsConfig, BearerToken: token, Timeout: 10 * time.Second})
 }
 
@@ -98,12 +98,12 @@ func kubeClientWith(cfg talosconfig.Provider, server string, tlsConfig rest.TLSC
 func (n *Node) startAPIServer(ctx context.Context, cfg talosconfig.Provider, etcdTLS transport.TLSInfo) (*component, error) {
 	// The names Talos' KubernetesCertSANsController gives the certificate, each once.
 	var sans secrets.CertSANSpec
-	if endpoint := cfg.Cluster().Endpoint(); endpoint != nil {
+	if endpoint := clusterEndpoint(cfg); endpoint != nil {
 		sans.Append(endpoint.Hostname())
 	}
-	sans.Append(cfg.Cluster().CertSANs()...)
+	sans.Append(cfg.K8sAPIServerConfig().CertSANs()...)
 	sans.AppendDNSNames("kubernetes", "kubernetes.default", "kubernetes.default.svc",
-		"kubernetes.default.svc."+cfg.Cluster().Network().DNSDomain(), "localhost")
+		"kubernetes.default.svc."+k8sNetwork(cfg).DNSDomain(), "localhost")
 	n.mu.Lock()
 	host, domain := n.fqdnLocked()
 	n.mu.Unlock()
@@ -111,7 +111,7 @@ func (n *Node) startAPIServer(ctx context.Context, cfg talosconfig.Provider, etc
 	if domain != "" {
 		sans.Append(host + "." + domain)
 	}
-	if serviceIPs, err := cfg.Cluster().Network().APIServerIPs(); err == nil {
+	if serviceIPs, err := apiServerServiceIPs(k8sNetwork(cfg).ServiceCIDRs()); err == nil {
 		sans.AppendIPs(serviceIPs...)
 	}
 	if addr, err := netip.ParseAddr(n.ip.String()); err == nil {
@@ -119,18 +119,18 @@ func (n *Node) startAPIServer(ctx context.Context, cfg talosconfig.Provider, etc
 	}
 	sans.AppendIPs(netip.MustParseAddr("127.0.0.1"))
 	sans.Sort()
-	serving, err := issue(cfg.Cluster().IssuingCA(), "kube-apiserver", sans.StdIPs(), sans.DNSNames, []stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth})
+	serving, err := issue(kubernetesCA(cfg), "kube-apiserver", sans.StdIPs(), sans.DNSNames, []stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth})
 	if err != nil {
 		return nil, err
 	}
-	sa := cfg.Cluster().ServiceAccount()
+	sa := serviceAccountKey(cfg)
 	if sa == nil {
 		return nil, errors.New("the machine config has no service-account key")
 	}
 	files := map[string][]byte{
-		"ca.crt": cfg.Cluster().IssuingCA().Crt, "apiserver.crt": serving.Crt, "apiserver.key": serving.Key, "sa.key": sa.Key,
+		"ca.crt": kubernetesCA(cfg).Crt, "apiserver.crt": serving.Crt, "apiserver.key": serving.Key, "sa.key": sa.Key,
 	}
-	if aggregator := cfg.Cluster().AggregatorCA(); aggregator != nil && len(aggregator.Key) > 0 {
+	if aggregator := aggregatorCA(cfg); aggregator != nil && len(aggregator.Key) > 0 {
 		proxy, err := issue(aggregator, "front-proxy-client", nil, nil, []stdx509.ExtKeyUsage{stdx509.ExtKeyUsageClientAuth})
 		if err != nil {
 			return nil, err
@@ -142,7 +142,7 @@ func (n *Node) startAPIServer(ctx context.Context, cfg talosconfig.Provider, etc
 		return nil, err
 	}
 	issuer := "https://kubernetes.default.svc"
-	if endpoint := cfg.Cluster().Endpoint(); endpoint != nil {
+	if endpoint := clusterEndpoint(cfg); endpoint != nil {
 		issuer = endpoint.String()
 	}
 	flags := map[string]string{
@@ -159,7 +159,7 @@ func (n *Node) startAPIServer(ctx context.Context, cfg talosconfig.Provider, etc
 		"service-account-key-file":         filepath.Join(dir, "sa.key"),
 		"service-account-signing-key-file": filepath.Join(dir, "sa.key"),
 		"service-account-issuer":           issuer,
-		"service-cluster-ip-range":         strings.Join(cfg.Cluster().Network().ServiceCIDRs(), ","),
+		"service-cluster-ip-range":         strings.Join(prefixStrings(k8sNetwork(cfg).ServiceCIDRs()), ","),
 		"authorization-mode":               "Node,RBAC",
 		"enable-admission-plugins":         "NodeRestriction",
 		"enable-bootstrap-token-auth":      "true",
@@ -185,7 +185,7 @@ func (n *Node) startAPIServer(ctx context.Context, cfg talosconfig.Provider, etc
 		flags["proxy-client-cert-file"] = filepath.Join(dir, "front-proxy-client.crt")
 		flags["proxy-client-key-file"] = filepath.Join(dir, "front-proxy-client.key")
 	}
-	return n.startComponent(ctx, "kube-apiserver", cfg.Cluster().APIServer().Image(), withExtraArgs(flags, cfg.Cluster().APIServer().ExtraArgs()))
+	return n.startComponent(ctx, "kube-apiserver", cfg.K8sAPIServerConfig().Image(), withExtraArgs(flags, cfg.K8sAPIServerConfig().ExtraArgs()))
 }
 
 // startControllerManager runs kube-controller-manager against the node's own
@@ -202,9 +202,9 @@ func (n *Node) startControllerManager(ctx context.Context, cfg talosconfig.Provi
 	if err != nil {
 		return nil, err
 	}
-	ca := cfg.Cluster().IssuingCA()
+	ca := kubernetesCA(cfg)
 	dir, err := n.writeFiles("kube-controller-manager", map[string][]byte{
-		"kubeconfig": kubeconfig, "ca.crt": ca.Crt, "ca.key": ca.Key, "sa.key": cfg.Cluster().ServiceAccount().Key,
+		"kubeconfig": kubeconfig, "ca.crt": ca.Crt, "ca.key": ca.Key, "sa.key": serviceAccountKey(cfg).Key,
 	})
 	if err != nil {
 		return nil, err
@@ -226,7 +226,7 @@ func (n *Node) startControllerManager(ctx context.Context, cfg talosconfig.Provi
 		"profiling":                        "false",
 		"v":                                "0",
 	}
-	return n.startComponent(ctx, "kube-controller-manager", cfg.Cluster().ControllerManager().Image(), withExtraArgs(flags, cfg.Cluster().ControllerManager().ExtraArgs()))
+	return n.startComponent(ctx, "kube-controller-manager", cfg.K8sControllerManagerConfig().Image(), withExtraArgs(flags, cfg.K8sControllerManagerConfig().ExtraArgs()))
 }
 
 // writeFiles writes files into the state subdirectory sub and returns its path.

@@ -86,7 +86,7 @@ func TestLifecycleAndFaults(t *testing.T) {
 	t.Log("Upgrade: the node reboots into the installer image's version and rejoins")
 	// MachineService.Upgrade: deprecated in favour of LifecycleService, still served by Talos
 	// 1.13 and called by today's Talos providers.
-	_, err := talos.MachineClient.Upgrade( //nolint:staticcheck // see above
+	_, err := talos.MachineClient.Upgrade(
 		ctx, &machine.UpgradeRequest{Image: "ghcr.io/siderolabs/installer:v1.13.4"})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() (string, error) { return version(ctx, talos) }, time.Minute, 500*time.Millisecond).Should(Equal("v1.13.4"))

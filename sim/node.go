@@ -432,7 +432,7 @@ func (n *Node) nodename() string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	host, domain := n.fqdnLocked()
-	if n.cfg != nil && n.cfg.Machine().Kubelet().RegisterWithFQDN() && domain != "" {
+	if n.cfg != nil && registerWithFQDN(n.cfg) && domain != "" {
 		host += "." + domain
 	}
 	return strings.ToLower(host)

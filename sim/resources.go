@@ -283,28 +283,30 @@ func (n *Node) publishConfig(cfg talosconfig.Provider) {
 		r.TypedSpec().Nodename, r.TypedSpec().HostnameVersion = n.nodename(), "1"
 	})
 	publish(n, k8s.NewKubeletSpec(k8s.NamespaceName, k8s.KubeletID), func(k *k8s.KubeletSpec) {
-		k.TypedSpec().Image, k.TypedSpec().ExpectedNodename = cfg.Machine().Kubelet().Image(), n.nodename()
+		k.TypedSpec().Image, k.TypedSpec().ExpectedNodename = kubeletConfig(cfg).Image(), n.nodename()
 	})
 	if cfg.Machine().Type() == machinetype.TypeControlPlane {
-		// The static pods' definitions, whose versions the mirror Pods carry (staticpods.go).
-		publish(n, k8s.NewAPIServerConfig(), func(c *k8s.APIServerConfig) {
-			spec := c.TypedSpec()
-			spec.Image, spec.ControlPlaneEndpoint, spec.AdvertisedAddress = cfg.Cluster().APIServer().Image(), cfg.Cluster().Endpoint().String(), n.ip.String()
-			spec.LocalPort, spec.ServiceCIDRs = cfg.Cluster().LocalAPIServerPort(), cfg.Cluster().Network().ServiceCIDRs()
+		// The static pods' definitions, whose versions the mirror Pods carry (staticpods.go):
+		// the control plane's configs, under the components' names (Talos 1.14 also derives
+		// final-* ones from them, which the simulator does not publish).
+		publish(n, k8s.NewAPIServerConfig(k8s.APIServerConfigID), func(c *k8s.APIServerConfig) {
+			spec, apiServer := c.TypedSpec(), cfg.K8sAPIServerConfig()
+			spec.Image, spec.ControlPlaneEndpoint, spec.AdvertisedAddress = apiServer.Image(), clusterEndpoint(cfg).String(), n.ip.String()
+			spec.LocalPort, spec.ServiceCIDRs = apiServer.APIPort(), prefixStrings(k8sNetwork(cfg).ServiceCIDRs())
 		})
-		publish(n, k8s.NewControllerManagerConfig(), func(c *k8s.ControllerManagerConfig) {
-			c.TypedSpec().Enabled, c.TypedSpec().Image = true, cfg.Cluster().ControllerManager().Image()
+		publish(n, k8s.NewControllerManagerConfig(k8s.ControllerManagerConfigID), func(c *k8s.ControllerManagerConfig) {
+			c.TypedSpec().Enabled, c.TypedSpec().Image = true, cfg.K8sControllerManagerConfig().Image()
 		})
-		publish(n, k8s.NewSchedulerConfig(), func(c *k8s.SchedulerConfig) {
-			c.TypedSpec().Enabled, c.TypedSpec().Image = true, cfg.Cluster().Scheduler().Image()
+		publish(n, k8s.NewSchedulerConfig(k8s.SchedulerConfigID), func(c *k8s.SchedulerConfig) {
+			c.TypedSpec().Enabled, c.TypedSpec().Image = true, cfg.K8sSchedulerConfig().Image()
 		})
 		publish(n, k8s.NewBootstrapManifestsConfig(), func(m *k8s.BootstrapManifestsConfig) {
-			spec, c := m.TypedSpec(), cfg.Cluster()
-			spec.Server, spec.ClusterDomain = c.Endpoint().String(), c.Network().DNSDomain()
-			spec.PodCIDRs = c.Network().PodCIDRs()
-			spec.ProxyEnabled, spec.ProxyImage = c.Proxy().Enabled(), c.Proxy().Image()
-			spec.CoreDNSEnabled, spec.CoreDNSImage = c.CoreDNS().Enabled(), c.CoreDNS().Image()
-			spec.CNIName = c.Network().CNI().Name()
+			spec, network := m.TypedSpec(), k8sNetwork(cfg)
+			spec.Server, spec.ClusterDomain = clusterEndpoint(cfg).String(), network.DNSDomain()
+			spec.PodCIDRs = prefixStrings(network.PodCIDRs())
+			spec.ProxyEnabled, spec.ProxyImage = cfg.K8sProxyConfig().Enabled(), cfg.K8sProxyConfig().Image()
+			spec.CoreDNSEnabled, spec.CoreDNSImage = cfg.K8sCoreDNSConfig().Enabled(), cfg.K8sCoreDNSConfig().Image()
+			spec.CNIName = cniName(cfg)
 		})
 	}
 	prefix := n.addressPrefix()

@@ -60,7 +60,7 @@ type staticPods []staticPod
 
 func (n *Node) staticPods(cfg talosconfig.Provider) staticPods {
 	versions := map[string]string{}
-	for _, ptr := range []resource.Pointer{k8s.NewAPIServerConfig().Metadata(), k8s.NewControllerManagerConfig().Metadata(), k8s.NewSchedulerConfig().Metadata()} {
+	for _, ptr := range []resource.Pointer{k8s.NewAPIServerConfig(k8s.APIServerConfigID).Metadata(), k8s.NewControllerManagerConfig(k8s.ControllerManagerConfigID).Metadata(), k8s.NewSchedulerConfig(k8s.SchedulerConfigID).Metadata()} {
 		if r, err := n.res.Get(context.Background(), ptr); err == nil {
 			versions[ptr.ID()] = r.Metadata().Version().String()
 		}
@@ -68,9 +68,9 @@ func (n *Node) staticPods(cfg talosconfig.Provider) staticPods {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return staticPods{
-		{name: "kube-apiserver", image: cfg.Cluster().APIServer().Image(), ready: n.apiServer.running() && n.etcd != nil},
-		{name: "kube-controller-manager", image: cfg.Cluster().ControllerManager().Image(), ready: n.controllerManager.running()},
-		{name: "kube-scheduler", image: cfg.Cluster().Scheduler().Image(), ready: true},
+		{name: "kube-apiserver", image: cfg.K8sAPIServerConfig().Image(), ready: n.apiServer.running() && n.etcd != nil},
+		{name: "kube-controller-manager", image: cfg.K8sControllerManagerConfig().Image(), ready: n.controllerManager.running()},
+		{name: "kube-scheduler", image: cfg.K8sSchedulerConfig().Image(), ready: true},
 	}.withVersions(versions)
 }
 

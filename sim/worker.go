@@ -82,7 +82,7 @@ func (n *Node) runWorker(ctx context.Context, cfg talosconfig.Provider) {
 // before the kubelet has joined).
 func trustdEndpoints(ctx context.Context, cfg talosconfig.Provider, c *kubernetes.Clientset) []string {
 	var hosts []string
-	if endpoint := cfg.Cluster().Endpoint(); endpoint != nil {
+	if endpoint := clusterEndpoint(cfg); endpoint != nil {
 		hosts = append(hosts, endpoint.Hostname())
 	}
 	if c == nil {
@@ -109,7 +109,7 @@ func trustdEndpoints(ctx context.Context, cfg talosconfig.Provider, c *kubernete
 // signing request made with the bootstrap token, approved and signed by
 // kube-controller-manager.
 func (n *Node) kubeletClient(ctx context.Context, cfg talosconfig.Provider) (*kubernetes.Clientset, error) {
-	endpoint := cfg.Cluster().Endpoint()
+	endpoint := clusterEndpoint(cfg)
 	if endpoint == nil {
 		return nil, errors.New("the config has no cluster endpoint")
 	}

@@ -59,7 +59,7 @@ func TestRenderExampleCluster(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(cfg.Machine().Type().String()).To(Equal(machineType))
 		g.Expect(cfg.NetworkHostnameConfig().Hostname()).To(Equal(name))
-		g.Expect(cfg.Cluster().Endpoint().String()).To(Equal("https://172.20.0.2:6443"))
+		g.Expect(cfg.K8sClusterConfig().ClusterEndpoint().String()).To(Equal("https://172.20.0.2:6443"))
 		if machineType == "worker" {
 			g.Expect(cfg.Machine().Sysctls()).To(HaveKeyWithValue("vm.max_map_count", "262144"))
 		}

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"go.yaml.in/yaml/v4"
 )
@@ -55,7 +56,9 @@ func UnmarshalBundle(data []byte) (*secrets.Bundle, error) {
 		return nil, fmt.Errorf("failed to decode secrets bundle: %w", err)
 	}
 	bundle.Clock = secrets.NewClock()
-	if err := bundle.Validate(); err != nil {
+	// Every Talon cluster runs Kubernetes: the bundle must hold its secrets whatever the
+	// contract (nil: the current one, which has Kubernetes enabled).
+	if err := bundle.Validate(config.TalosVersionCurrent); err != nil {
 		return nil, fmt.Errorf("invalid secrets bundle: %w", err)
 	}
 	return bundle, nil

@@ -54,7 +54,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(cfg.Machine().Type(), cfg.NetworkHostnameConfig().Hostname(), cfg.Cluster().Endpoint())
+	fmt.Println(cfg.Machine().Type(), cfg.NetworkHostnameConfig().Hostname(), cfg.K8sClusterConfig().ClusterEndpoint())
 
 	talosconfig, err := configgen.NewTalosconfig(bundle, cluster.Name, []string{"10.5.0.2"}, time.Now(), 24*time.Hour)
 	if err != nil {

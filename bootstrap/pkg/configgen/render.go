@@ -213,7 +213,7 @@ func Validate(data []byte, mode Mode) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the machine config does not load: %w", err)
 	}
-	if _, err := cfg.Validate(mode, validation.WithLocal()); err != nil {
+	if _, err := cfg.ValidateAsClient(mode, validation.WithLocal()); err != nil {
 		if mode == modeAny {
 			return nil, fmt.Errorf("the machine config is not valid: %s", oneLine(err))
 		}

@@ -17,6 +17,7 @@ limitations under the License.
 package configgen
 
 import (
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -47,6 +48,15 @@ var testCluster = Cluster{
 	DNSDomain:         "demo.local",
 }
 
+// prefixStrings is prefixes in their text form, as the config has them.
+func prefixStrings(prefixes []netip.Prefix) []string {
+	out := make([]string, 0, len(prefixes))
+	for _, prefix := range prefixes {
+		out = append(out, prefix.String())
+	}
+	return out
+}
+
 func jsonValue(s string) *apiextensionsv1.JSON {
 	return &apiextensionsv1.JSON{Raw: []byte(s)}
 }
@@ -75,13 +85,13 @@ func TestRenderAcrossContracts(t *testing.T) {
 					cfg, err := configloader.NewFromBytes(out)
 					g.Expect(err).NotTo(HaveOccurred())
 					g.Expect(cfg.Machine().Type().String()).To(Equal(string(generateType)))
-					g.Expect(cfg.Cluster().Endpoint().String()).To(Equal("https://10.5.0.2:6443"))
-					g.Expect(cfg.Cluster().Network().PodCIDRs()).To(Equal(testCluster.PodCIDRs))
-					g.Expect(cfg.Cluster().Network().ServiceCIDRs()).To(Equal(testCluster.ServiceCIDRs))
-					g.Expect(cfg.Cluster().Network().DNSDomain()).To(Equal("demo.local"))
-					g.Expect(cfg.Machine().Kubelet().Image()).To(HaveSuffix(":v1.36.3"))
+					g.Expect(cfg.K8sClusterConfig().ClusterEndpoint().String()).To(Equal("https://10.5.0.2:6443"))
+					g.Expect(prefixStrings(cfg.K8sNetworkConfig().PodCIDRs())).To(Equal(testCluster.PodCIDRs))
+					g.Expect(prefixStrings(cfg.K8sNetworkConfig().ServiceCIDRs())).To(Equal(testCluster.ServiceCIDRs))
+					g.Expect(cfg.K8sNetworkConfig().DNSDomain()).To(Equal("demo.local"))
+					g.Expect(cfg.K8sKubeletConfig().Image()).To(HaveSuffix(":v1.36.3"))
 					g.Expect(cfg.Machine().Sysctls()).To(HaveKeyWithValue("vm.max_map_count", "262144"))
-					g.Expect(cfg.Machine().Kubelet().ExtraArgs()).To(HaveKeyWithValue("max-pods", []string{"150"}))
+					g.Expect(cfg.K8sKubeletConfig().ExtraArgs()).To(HaveKeyWithValue("max-pods", []string{"150"}))
 					g.Expect(cfg.NetworkTimeSyncConfig().Servers()).To(ConsistOf("time.cloudflare.com"))
 					g.Expect(cfg.NetworkHostnameConfig()).NotTo(BeNil())
 					g.Expect(cfg.NetworkHostnameConfig().Hostname()).To(Equal("demo-cp-0"))

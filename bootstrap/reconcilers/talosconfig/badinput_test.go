@@ -132,7 +132,7 @@ func TestClusterProblemsShowAsConditions(t *testing.T) {
 	cluster.Spec.ClusterNetwork.Pods.CIDRBlocks = []string{"10.244.0.0/16"}
 	g.Expect(env.Client.Update(ctx, cluster)).To(Succeed())
 	_, cfg := dataSecret(t, env, config)
-	g.Expect(cfg.Cluster().Network().PodCIDRs()).To(ConsistOf("10.244.0.0/16"))
+	g.Expect(prefixStrings(cfg.K8sNetworkConfig().PodCIDRs())).To(ConsistOf("10.244.0.0/16"))
 
 	t.Log("Once written, the spec is immutable")
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(config), config)).To(Succeed())

@@ -69,6 +69,6 @@ func TestMachinePoolOwner(t *testing.T) {
 
 	_, cfg := dataSecret(t, env, config)
 	g.Expect(cfg.Machine().Type().String()).To(Equal("worker"))
-	g.Expect(cfg.Machine().Kubelet().Image()).To(HaveSuffix(":v1.35.1"), "the pool's Kubernetes version")
+	g.Expect(cfg.K8sKubeletConfig().Image()).To(HaveSuffix(":v1.35.1"), "the pool's Kubernetes version")
 	g.Expect(cfg.NetworkHostnameConfig().Hostname()).To(BeEmpty(), "nodes of a pool cannot share one hostname")
 }

@@ -19,6 +19,7 @@ package talosconfig_test
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"testing"
 	"time"
@@ -155,4 +156,13 @@ func condition(t *testing.T, env *envtest.Environment, config *bootstrapv1.Talos
 		g.Expect(found.Reason).To(Equal(reason), fmt.Sprintf("condition: %+v", found))
 	}, 60*time.Second, 100*time.Millisecond).Should(Succeed())
 	return found
+}
+
+// prefixStrings is prefixes in their text form, as the config has them.
+func prefixStrings(prefixes []netip.Prefix) []string {
+	out := make([]string, 0, len(prefixes))
+	for _, prefix := range prefixes {
+		out = append(out, prefix.String())
+	}
+	return out
 }

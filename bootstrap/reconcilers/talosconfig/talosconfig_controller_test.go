@@ -68,15 +68,15 @@ func TestClusterOfFiveMachines(t *testing.T) {
 		g.Expect(s.OwnerReferences).To(ContainElement(And(HaveField("Kind", "TalosConfig"), HaveField("Name", config.Name),
 			HaveField("Controller", HaveValue(BeTrue())))))
 		g.Expect(cfg.Machine().Type().String()).To(Equal(string(config.Spec.GenerateType)))
-		g.Expect(cfg.Cluster().Endpoint().String()).To(Equal("https://172.20.0.10:6443"))
-		g.Expect(cfg.Cluster().Network().PodCIDRs()).To(ConsistOf("10.244.0.0/16"))
-		g.Expect(cfg.Cluster().Network().ServiceCIDRs()).To(ConsistOf("10.96.0.0/12"))
-		g.Expect(cfg.Cluster().Network().DNSDomain()).To(Equal("talon.local"))
-		g.Expect(cfg.Machine().Kubelet().Image()).To(HaveSuffix(":v1.36.3"))
+		g.Expect(cfg.K8sClusterConfig().ClusterEndpoint().String()).To(Equal("https://172.20.0.10:6443"))
+		g.Expect(prefixStrings(cfg.K8sNetworkConfig().PodCIDRs())).To(ConsistOf("10.244.0.0/16"))
+		g.Expect(prefixStrings(cfg.K8sNetworkConfig().ServiceCIDRs())).To(ConsistOf("10.96.0.0/12"))
+		g.Expect(cfg.K8sNetworkConfig().DNSDomain()).To(Equal("talon.local"))
+		g.Expect(cfg.K8sKubeletConfig().Image()).To(HaveSuffix(":v1.36.3"))
 		wantHostname := config.Name
 		if config.Spec.GenerateType == bootstrapv1.GenerateTypeWorker {
 			wantHostname = config.Name + "-infra"
-			g.Expect(cfg.Machine().Kubelet().ExtraArgs()).To(HaveKeyWithValue("max-pods", []string{"150"}))
+			g.Expect(cfg.K8sKubeletConfig().ExtraArgs()).To(HaveKeyWithValue("max-pods", []string{"150"}))
 		}
 		g.Expect(cfg.NetworkHostnameConfig().Hostname()).To(Equal(wantHostname))
 		g.Expect(config.Status.Initialization.DataSecretCreated).To(HaveValue(BeTrue()))
@@ -88,7 +88,9 @@ func TestClusterOfFiveMachines(t *testing.T) {
 	for _, config := range configs {
 		_, cfg := dataSecret(t, env, config)
 		g.Expect(cfg.Machine().Security().IssuingCA().Crt).To(Equal(talosBundle.Certs.OS.Crt))
-		g.Expect(cfg.Cluster().IssuingCA().Crt).To(Equal(talosBundle.Certs.K8s.Crt))
+		// The Kubernetes CA: the first accepted CA, on a worker too (which has no key to issue with).
+		g.Expect(cfg.K8sAPIServerCAConfig().AcceptedCAs()).NotTo(BeEmpty())
+		g.Expect(cfg.K8sAPIServerCAConfig().AcceptedCAs()[0].Crt).To(Equal(talosBundle.Certs.K8s.Crt))
 	}
 	ca := &corev1.Secret{}
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster.Name + "-ca"}, ca)).To(Succeed())
