@@ -18,6 +18,8 @@ package e2e
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,7 +28,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 
+	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	"github.com/talon-capi/talon/controlplane/reconcilers/taloscontrolplane"
 	dockerruntime "github.com/talon-capi/talon/infrastructure/docker/runtime"
@@ -88,6 +92,18 @@ func TestMigrateFromSidero(t *testing.T) {
 	for _, secret := range []string{name + "-talos", name + "-ca", name + "-kubeconfig"} {
 		g.Expect(secretData(ctx, g, mgmt, ns)[secret]).To(Equal(secretsBefore[secret]), "Secret %s is used as it is", secret)
 	}
+	t.Log("   and keeps the machine configs CABPT wrote, rendering none")
+	g.Eventually(func(g Gomega) {
+		for machine := range machinesBefore {
+			m := &clusterv1.Machine{}
+			g.Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: ns, Name: machine}, m)).To(Succeed())
+			config := &bootstrapv1.TalosConfig{}
+			g.Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: ns, Name: m.Spec.Bootstrap.ConfigRef.Name}, config)).To(Succeed())
+			g.Expect(conditions.GetMessage(config, bootstrapv1.TalosConfigDataSecretAvailableCondition)).To(
+				Equal("Machine config stored in Secret "+machine+"-bootstrap-data"), "Talon's word on TalosConfig %s of Machine %s", config.Name, machine)
+		}
+	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+	g.Expect(bootstrapDataSecrets(secretData(ctx, g, mgmt, ns))).To(Equal(bootstrapDataSecrets(secretsBefore)), "no machine config rendered again")
 
 	t.Log("4. Talon scales the control plane 3 -> 5, keeping the adopted Machines")
 	g.Expect(patchControlPlane(ctx, mgmt, talonControlPlane, ns, name, map[string]any{"replicas": int64(5)})).To(Succeed())
@@ -107,6 +123,18 @@ func TestMigrateFromSidero(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(id).To(Equal(etcdID), "the same etcd cluster after scaling and rolling")
 	g.Expect(secretData(ctx, g, mgmt, ns)[name+"-talos"]).To(Equal(secretsBefore[name+"-talos"]), "the bundle Secret is byte-identical")
+}
+
+// bootstrapDataSecrets are the names of the machine-config Secrets among secrets, sorted.
+func bootstrapDataSecrets(secrets map[string]map[string][]byte) []string {
+	var out []string
+	for name := range secrets {
+		if strings.HasSuffix(name, "-bootstrap-data") {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // machineUIDs are the cluster's Machines, name -> UID.

@@ -47,11 +47,15 @@ func (r *Reconciler) adoptMachines(ctx context.Context, s *scope) error {
 			continue
 		}
 		config := &bootstrapv1.TalosConfig{}
-		switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.Bootstrap.ConfigRef.Name}, config); {
-		case apierrors.IsNotFound(err):
+		if !m.Spec.Bootstrap.ConfigRef.IsDefined() {
 			config = nil
-		case err != nil:
-			return fmt.Errorf("failed to read the TalosConfig of Machine %s: %w", m.Name, err)
+		} else {
+			switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.Bootstrap.ConfigRef.Name}, config); {
+			case apierrors.IsNotFound(err):
+				config = nil
+			case err != nil:
+				return fmt.Errorf("failed to read the TalosConfig of Machine %s: %w", m.Name, err)
+			}
 		}
 		var clonedFrom map[string]string
 		switch infra, err := external.GetObjectFromContractVersionedRef(ctx, r.Client, m.Spec.InfrastructureRef, m.Namespace); {
@@ -88,7 +92,7 @@ func (r *Reconciler) adoptMachines(ctx context.Context, s *scope) error {
 }
 
 // madeFromConfig is the ConfigHashAnnotation of an adopted Machine whose TalosConfig is
-// config (nil: gone): the hash of the current controlPlaneConfig when config says the same
+// config (nil: gone, or none referenced): the hash of the current controlPlaneConfig when config says the same
 // (the generate type aside: CABPT's "init" reads as "controlplane"), else the hash of what
 // config says, so that a rollout replaces the Machine; and why, for a person.
 func madeFromConfig(want bootstrapv1.TalosConfigSpec, config *bootstrapv1.TalosConfig) (hash, why string) {

@@ -17,11 +17,13 @@ limitations under the License.
 package taloscontrolplane
 
 import (
+	"strings"
 	"testing"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
+	controlplanev1alpha3 "github.com/talon-capi/talon/api/controlplane/v1alpha3"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
 )
@@ -73,6 +75,41 @@ func TestAdoptedMachinesUpToDate(t *testing.T) {
 			}
 			if got := (&scope{tcp: tcp}).upToDate(m); got != tc.want {
 				t.Errorf("upToDate after adoption = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestNeverBootstrappedAgainAfterTakeover: a control plane taken over from CACPPT, whose
+// status said bootstrapped (read through the real v1alpha3 conversion), or recorded as
+// having served, is never bootstrapped again, though no Machine is recorded for it.
+func TestNeverBootstrappedAgainAfterTakeover(t *testing.T) {
+	converted := func(bootstrapped bool) *controlplanev1.TalosControlPlane {
+		theirs := &controlplanev1alpha3.TalosControlPlane{}
+		theirs.Status.Bootstrapped = bootstrapped
+		ours := &controlplanev1.TalosControlPlane{}
+		if err := controlplanev1alpha3.ConvertTalosControlPlaneToHub(theirs, ours); err != nil {
+			t.Fatal(err)
+		}
+		return ours
+	}
+	recorded := &controlplanev1.TalosControlPlane{}
+	recorded.Annotations = map[string]string{controlplanev1.EtcdClusterAnnotation: "8e9e05c52164694d"}
+
+	for _, tc := range []struct {
+		name string
+		tcp  *controlplanev1.TalosControlPlane
+		want string
+	}{
+		{"Talon's own, never bootstrapped", &controlplanev1.TalosControlPlane{}, ""},
+		{"CACPPT's, not bootstrapped", converted(false), ""},
+		{"CACPPT's, bootstrapped", converted(true), "CACPPT's status.bootstrapped"},
+		{"recorded as having served", recorded, "member 8e9e05c52164694d"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := (&scope{tcp: tc.tcp}).bootstrappedWithoutRecord()
+			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+				t.Errorf("bootstrappedWithoutRecord() = %q, want %q", got, tc.want)
 			}
 		})
 	}

@@ -102,12 +102,12 @@ func (r *Reconciler) bootstrapRecordedMachine(ctx context.Context, s *scope) (ct
 		}
 		target = ""
 	}
-	if target == "" && controlplanev1alpha3.Bootstrapped(s.tcp) {
-		// Taken over from Sidero Labs' CACPPT, which recorded that it bootstrapped etcd: it
-		// is never bootstrapped again, whatever the nodes answer for now.
-		s.waiting = "etcd was bootstrapped by the provider this control plane was taken over from (CACPPT's status.bootstrapped); " +
-			"waiting for a control-plane node to answer with etcd's members"
-		return ctrl.Result{RequeueAfter: converging}, nil
+	if target == "" {
+		if why := s.bootstrappedWithoutRecord(); why != "" {
+			s.waiting = why + "; it is never bootstrapped again: waiting for a control-plane node to answer with etcd's members " +
+				"(if etcd is lost, restore the cluster from an etcd snapshot instead)"
+			return ctrl.Result{RequeueAfter: converging}, nil
+		}
 	}
 	if target == "" {
 		active := s.active()
@@ -156,6 +156,20 @@ func (r *Reconciler) bootstrapRecordedMachine(ctx context.Context, s *scope) (ct
 		return ctrl.Result{RequeueAfter: converging}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// bootstrappedWithoutRecord says why etcd is known to have been bootstrapped although no
+// Machine is recorded for it, or "": the control plane was taken over from Sidero Labs'
+// CACPPT, which recorded the bootstrap in its status.bootstrapped (kept through conversion),
+// or was recorded as having served (EtcdClusterAnnotation, written on takeover).
+func (s *scope) bootstrappedWithoutRecord() string {
+	if id := s.tcp.Annotations[controlplanev1.EtcdClusterAnnotation]; id != "" {
+		return fmt.Sprintf("etcd served this control plane (member %s, annotation %s)", id, controlplanev1.EtcdClusterAnnotation)
+	}
+	if controlplanev1alpha3.Bootstrapped(s.tcp) {
+		return "etcd was bootstrapped by the provider this control plane was taken over from (CACPPT's status.bootstrapped)"
+	}
+	return ""
 }
 
 // whyNoRebootstrap says why another Machine may not be bootstrapped, or "": it may once
