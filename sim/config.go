@@ -36,10 +36,29 @@ import (
 // errInvalidConfig wraps machinery's reason for refusing a config.
 var errInvalidConfig = errors.New("invalid machine config")
 
+// validate checks a config the way the node's Talos version loads it: a document kind that
+// version has not registered fails the load, with Talos' words; then machinery validates the
+// config for the node's mode.
+func (n *Node) validate(data []byte) error {
+	contract, err := talosconfig.ParseContractFromVersion(n.talosVersion())
+	if err != nil {
+		return err
+	}
+	cfg, err := configloader.NewFromBytes(data)
+	if err != nil {
+		return err
+	}
+	if unknown := configgen.UnknownDocument(cfg, contract); unknown != nil {
+		return unknown
+	}
+	_, err = configgen.Validate(data, n.opts.Mode, contract)
+	return err
+}
+
 // applyConfig loads and validates data with machinery, as a Talos node does, and makes it the
 // node's config. A refused config leaves the node as it was.
 func (n *Node) applyConfig(_ context.Context, data []byte) error {
-	if _, err := configgen.Validate(data, n.opts.Mode); err != nil {
+	if err := n.validate(data); err != nil {
 		return fmt.Errorf("%w: %w", errInvalidConfig, err)
 	}
 	cfg, err := configloader.NewFromBytes(data)

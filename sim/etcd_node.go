@@ -27,15 +27,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
 )
-
-// validate checks a config the way applyConfig does, without applying it.
-func (n *Node) validate(data []byte) error {
-	_, err := configgen.Validate(data, n.opts.Mode)
-	return err
-}
 
 // bootstrapEtcd starts a new etcd cluster with this node as its only member. It answers
 // with Talos' codes (machined's Bootstrap): FailedPrecondition while bootstrapping is not

@@ -49,7 +49,7 @@ import (
 )
 
 // DefaultTalosVersion is the Talos version a simulated node reports.
-const DefaultTalosVersion = "v1.13.3"
+const DefaultTalosVersion = "v1.14.1"
 
 // Ports a node listens on, on its own address, as a Talos node does.
 const (

@@ -31,18 +31,22 @@ import (
 
 	bootstrapv1alpha3 "github.com/talon-capi/talon/api/bootstrap/v1alpha3"
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
+	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
 )
 
 // +kubebuilder:webhook:verbs=create;update,path=/validate-bootstrap-cluster-x-k8s-io-v1beta1-talosconfigtemplate,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,groups=bootstrap.cluster.x-k8s.io,resources=talosconfigtemplates,versions=v1beta1,name=validation.talosconfigtemplate.bootstrap.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
 
-// TalosConfigTemplate validates TalosConfigTemplates.
+// TalosConfigTemplate validates TalosConfigTemplates and pins the contract of new ones.
 type TalosConfigTemplate struct{}
 
-var _ admission.Validator[*bootstrapv1.TalosConfigTemplate] = &TalosConfigTemplate{}
+var (
+	_ admission.Validator[*bootstrapv1.TalosConfigTemplate] = &TalosConfigTemplate{}
+	_ admission.Defaulter[*bootstrapv1.TalosConfigTemplate] = &TalosConfigTemplate{}
+)
 
 // SetupWebhookWithManager registers the webhook with mgr.
 func (w *TalosConfigTemplate) SetupWebhookWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewWebhookManagedBy(mgr, &bootstrapv1.TalosConfigTemplate{}).WithValidator(w).
+	return ctrl.NewWebhookManagedBy(mgr, &bootstrapv1.TalosConfigTemplate{}).WithValidator(w).WithDefaulter(w).
 		WithConverter(conversion.NewHubSpokeConverter(&bootstrapv1.TalosConfigTemplate{}, conversion.NewSpokeConverter(&bootstrapv1alpha3.TalosConfigTemplate{},
 			func(_ context.Context, hub *bootstrapv1.TalosConfigTemplate, spoke *bootstrapv1alpha3.TalosConfigTemplate) error {
 				return bootstrapv1alpha3.ConvertTalosConfigTemplateFromHub(hub, spoke)
@@ -58,8 +62,12 @@ func (w *TalosConfigTemplate) ValidateCreate(ctx context.Context, t *bootstrapv1
 	return w.validate(ctx, t)
 }
 
-// ValidateUpdate refuses a template whose TalosConfigs could not render.
-func (w *TalosConfigTemplate) ValidateUpdate(ctx context.Context, _, t *bootstrapv1.TalosConfigTemplate) (admission.Warnings, error) {
+// ValidateUpdate refuses a template whose TalosConfigs could not render, and a Talos
+// version its nodes' version does not upgrade to directly.
+func (w *TalosConfigTemplate) ValidateUpdate(ctx context.Context, oldT, t *bootstrapv1.TalosConfigTemplate) (admission.Warnings, error) {
+	if err := configgen.CheckTalosUpgrade(oldT.Spec.Template.Spec.TalosVersion, t.Spec.Template.Spec.TalosVersion); err != nil {
+		return nil, invalid("TalosConfigTemplate", t.Name, field.ErrorList{field.Forbidden(field.NewPath("spec", "template", "spec", "talosVersion"), err.Error())})
+	}
 	return w.validate(ctx, t)
 }
 

@@ -35,6 +35,7 @@ import (
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	controlplanev1alpha3 "github.com/talon-capi/talon/api/controlplane/v1alpha3"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
+	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
 	bootstrapwebhooks "github.com/talon-capi/talon/bootstrap/webhooks"
 	"github.com/talon-capi/talon/controlplane/pkg/controlplane"
 )
@@ -42,14 +43,26 @@ import (
 // +kubebuilder:webhook:verbs=create;update,path=/validate-controlplane-cluster-x-k8s-io-v1beta1-taloscontrolplane,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,groups=controlplane.cluster.x-k8s.io,resources=taloscontrolplanes,versions=v1beta1,name=validation.taloscontrolplane.controlplane.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
 // +kubebuilder:webhook:verbs=create;update,path=/validate-controlplane-cluster-x-k8s-io-v1beta1-taloscontrolplanetemplate,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,groups=controlplane.cluster.x-k8s.io,resources=taloscontrolplanetemplates,versions=v1beta1,name=validation.taloscontrolplanetemplate.controlplane.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
 
-// TalosControlPlane validates TalosControlPlanes.
+// +kubebuilder:webhook:verbs=create,path=/mutate-controlplane-cluster-x-k8s-io-v1beta1-taloscontrolplane,mutating=true,failurePolicy=fail,matchPolicy=Equivalent,groups=controlplane.cluster.x-k8s.io,resources=taloscontrolplanes,versions=v1beta1,name=default.taloscontrolplane.controlplane.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
+// +kubebuilder:webhook:verbs=create,path=/mutate-controlplane-cluster-x-k8s-io-v1beta1-taloscontrolplanetemplate,mutating=true,failurePolicy=fail,matchPolicy=Equivalent,groups=controlplane.cluster.x-k8s.io,resources=taloscontrolplanetemplates,versions=v1beta1,name=default.taloscontrolplanetemplate.controlplane.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
+
+// TalosControlPlane validates TalosControlPlanes and pins the contract of new ones.
 type TalosControlPlane struct{}
 
-var _ admission.Validator[*controlplanev1.TalosControlPlane] = &TalosControlPlane{}
+var (
+	_ admission.Validator[*controlplanev1.TalosControlPlane] = &TalosControlPlane{}
+	_ admission.Defaulter[*controlplanev1.TalosControlPlane] = &TalosControlPlane{}
+)
+
+// Default pins the contract of a TalosControlPlane being created (webhooks.PinContract).
+func (w *TalosControlPlane) Default(_ context.Context, tcp *controlplanev1.TalosControlPlane) error {
+	bootstrapwebhooks.PinContract(&tcp.Spec.ControlPlaneConfig)
+	return nil
+}
 
 // SetupWebhookWithManager registers the webhook with mgr.
 func (w *TalosControlPlane) SetupWebhookWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewWebhookManagedBy(mgr, &controlplanev1.TalosControlPlane{}).WithValidator(w).
+	return ctrl.NewWebhookManagedBy(mgr, &controlplanev1.TalosControlPlane{}).WithValidator(w).WithDefaulter(w).
 		WithConverter(conversion.NewHubSpokeConverter(&controlplanev1.TalosControlPlane{}, conversion.NewSpokeConverter(&controlplanev1alpha3.TalosControlPlane{},
 			func(_ context.Context, hub *controlplanev1.TalosControlPlane, spoke *controlplanev1alpha3.TalosControlPlane) error {
 				return controlplanev1alpha3.ConvertTalosControlPlaneFromHub(hub, spoke)
@@ -85,6 +98,12 @@ func (w *TalosControlPlane) ValidateUpdate(_ context.Context, oldTCP, newTCP *co
 			}
 		}
 	}
+	if oldTCP.Spec.ControlPlaneConfig.TalosVersion != "" && newTCP.Spec.ControlPlaneConfig.TalosVersion == "" {
+		errs = append(errs, field.Required(spec.Child("controlPlaneConfig", "talosVersion"), fmt.Sprintf(
+			"the Talos version contract %s was recorded when the control plane was created and cannot be cleared; set the version the nodes should get", oldTCP.Spec.ControlPlaneConfig.TalosVersion)))
+	} else if err := configgen.CheckTalosUpgrade(oldTCP.Spec.ControlPlaneConfig.TalosVersion, newTCP.Spec.ControlPlaneConfig.TalosVersion); err != nil {
+		errs = append(errs, field.Forbidden(spec.Child("controlPlaneConfig", "talosVersion"), err.Error()))
+	}
 	oldRef, newRef := oldTCP.Spec.MachineTemplate.Spec.InfrastructureRef, newTCP.Spec.MachineTemplate.Spec.InfrastructureRef
 	if oldRef.APIGroup != newRef.APIGroup || oldRef.Kind != newRef.Kind {
 		errs = append(errs, field.Forbidden(spec.Child("machineTemplate", "spec", "infrastructureRef"),
@@ -108,6 +127,8 @@ func validate(tcp *controlplanev1.TalosControlPlane) field.ErrorList {
 	}
 	if _, err := version.ParseSemantic(tcp.Spec.Version); err != nil || !strings.HasPrefix(tcp.Spec.Version, "v") {
 		errs = append(errs, field.Invalid(spec.Child("version"), tcp.Spec.Version, "must be a Kubernetes version like v1.36.3"))
+	} else if err := configgen.CheckKubernetes(tcp.Spec.ControlPlaneConfig.TalosVersion, tcp.Spec.Version); err != nil {
+		errs = append(errs, field.Invalid(spec.Child("version"), tcp.Spec.Version, err.Error()))
 	}
 	if ptr.Deref(tcp.Spec.Rollout.Strategy.RollingUpdate.MaxSurge, 1) == 0 && replicas < 3 {
 		errs = append(errs, field.Forbidden(spec.Child("rollout", "strategy", "rollingUpdate", "maxSurge"),
@@ -144,14 +165,24 @@ func validateConfig(config bootstrapv1.TalosConfigSpec, path *field.Path) field.
 	return bootstrapwebhooks.ValidateSpec(config, path)
 }
 
-// TalosControlPlaneTemplate validates TalosControlPlaneTemplates.
+// TalosControlPlaneTemplate validates TalosControlPlaneTemplates and pins the contract of
+// new ones.
 type TalosControlPlaneTemplate struct{}
 
-var _ admission.Validator[*controlplanev1.TalosControlPlaneTemplate] = &TalosControlPlaneTemplate{}
+var (
+	_ admission.Validator[*controlplanev1.TalosControlPlaneTemplate] = &TalosControlPlaneTemplate{}
+	_ admission.Defaulter[*controlplanev1.TalosControlPlaneTemplate] = &TalosControlPlaneTemplate{}
+)
+
+// Default pins the contract of a TalosControlPlaneTemplate being created.
+func (w *TalosControlPlaneTemplate) Default(_ context.Context, t *controlplanev1.TalosControlPlaneTemplate) error {
+	bootstrapwebhooks.PinContract(&t.Spec.Template.Spec.ControlPlaneConfig)
+	return nil
+}
 
 // SetupWebhookWithManager registers the webhook with mgr.
 func (w *TalosControlPlaneTemplate) SetupWebhookWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewWebhookManagedBy(mgr, &controlplanev1.TalosControlPlaneTemplate{}).WithValidator(w).Complete()
+	return ctrl.NewWebhookManagedBy(mgr, &controlplanev1.TalosControlPlaneTemplate{}).WithValidator(w).WithDefaulter(w).Complete()
 }
 
 // ValidateCreate refuses a template whose control planes could not render their configs.

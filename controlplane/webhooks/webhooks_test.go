@@ -137,6 +137,51 @@ func TestBadInputIsRejected(t *testing.T) {
 		})
 		NewWithT(t).Expect(err).To(MatchError(ContainSubstring("infrastructure provider of a control plane cannot change")))
 	})
+	t.Run("Kubernetes outside the Talos version's window", func(t *testing.T) {
+		g := NewWithT(t)
+		err := create(t, "k8s-too-new", func(tcp *controlplanev1.TalosControlPlane) {
+			tcp.Spec.Version = "v1.38.0"
+			tcp.Spec.ControlPlaneConfig.TalosVersion = "v1.14"
+		})
+		g.Expect(err).To(MatchError(And(ContainSubstring("spec.version"),
+			ContainSubstring("Kubernetes v1.38.0 is not supported on Talos v1.14, which runs Kubernetes v1.32 to v1.37"))))
+		err = create(t, "k8s-too-old", func(tcp *controlplanev1.TalosControlPlane) {
+			tcp.Spec.Version = "v1.30.4"
+			tcp.Spec.ControlPlaneConfig.TalosVersion = "v1.14"
+		})
+		g.Expect(err).To(MatchError(ContainSubstring("Kubernetes v1.30.4 is not supported on Talos v1.14, which runs Kubernetes v1.32 to v1.37")))
+	})
+	t.Run("a Talos upgrade outside the upgrade window", func(t *testing.T) {
+		g := NewWithT(t)
+		tcp := controlPlane(ns, "talos-jump")
+		tcp.Spec.Version = "v1.32.5"
+		tcp.Spec.ControlPlaneConfig.TalosVersion = "v1.10"
+		g.Expect(env.Client.Create(ctx, tcp)).To(Succeed())
+		tcp.Spec.ControlPlaneConfig.TalosVersion = "v1.14"
+		g.Expect(env.Client.Update(ctx, tcp)).To(MatchError(And(ContainSubstring("spec.controlPlaneConfig.talosVersion"),
+			ContainSubstring("Talos v1.14 upgrades only from v1.12 or later, not from v1.10: upgrade to v1.12 first"))))
+		got := &controlplanev1.TalosControlPlane{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), got)).To(Succeed())
+		g.Expect(got.Spec.ControlPlaneConfig.TalosVersion).To(Equal("v1.10"), "nothing half-written")
+		got.Spec.ControlPlaneConfig.TalosVersion = "v1.12"
+		g.Expect(env.Client.Update(ctx, got)).To(Succeed())
+	})
+	t.Run("the contract is recorded at creation and is not cleared", func(t *testing.T) {
+		g := NewWithT(t)
+		tcp := controlPlane(ns, "pinned")
+		g.Expect(tcp.Spec.ControlPlaneConfig.TalosVersion).To(BeEmpty())
+		g.Expect(env.Client.Create(ctx, tcp)).To(Succeed())
+		got := &controlplanev1.TalosControlPlane{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), got)).To(Succeed())
+		g.Expect(got.Spec.ControlPlaneConfig.TalosVersion).To(Equal("v1.14"))
+		got.Spec.ControlPlaneConfig.TalosVersion = ""
+		g.Expect(env.Client.Update(ctx, got)).To(MatchError(ContainSubstring("spec.controlPlaneConfig.talosVersion")))
+
+		tmpl := &controlplanev1.TalosControlPlaneTemplate{ObjectMeta: metav1.ObjectMeta{Name: "pinned", Namespace: ns}}
+		tmpl.Spec.Template.Spec.ControlPlaneConfig.GenerateType = bootstrapv1.GenerateTypeControlPlane
+		g.Expect(env.Client.Create(ctx, tmpl)).To(Succeed())
+		g.Expect(tmpl.Spec.Template.Spec.ControlPlaneConfig.TalosVersion).To(Equal("v1.14"))
+	})
 	t.Run("templates: an invalid config is refused, a ClusterClass dry run passes", func(t *testing.T) {
 		g := NewWithT(t)
 		template := func(name string, annotations map[string]string) *controlplanev1.TalosControlPlaneTemplate {

@@ -68,7 +68,7 @@ func ProviderID(cluster runtime.Cluster, machine string) string {
 
 // TalosImage is the image a TalosDockerMachine runs unless it names one: the Talos
 // release of the machinery library Talon renders configs with.
-const TalosImage = "ghcr.io/siderolabs/talos:v1.13.3"
+const TalosImage = "ghcr.io/siderolabs/talos:v1.14.1"
 
 // MachineReconciler runs each TalosDockerMachine's node and links it to its workload Node.
 type MachineReconciler struct {

@@ -26,13 +26,17 @@ import (
 )
 
 func newValidateCommand() *cobra.Command {
-	var mode string
+	var mode, talosVersion string
 	cmd := &cobra.Command{
-		Use:   "validate --mode metal|container FILE",
-		Short: "Check a Talos machine config the way a node of that mode would",
+		Use:   "validate --mode metal|container [--talos-version v1.14] FILE",
+		Short: "Check a Talos machine config the way a node of that mode and Talos version would",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := configgen.ParseMode(mode)
+			if err != nil {
+				return err
+			}
+			contract, err := configgen.ParseContract(talosVersion)
 			if err != nil {
 				return err
 			}
@@ -40,13 +44,14 @@ func newValidateCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := configgen.Validate(data, m); err != nil {
+			if _, err := configgen.Validate(data, m, contract); err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s is valid for %s mode\n", args[0], m)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s is valid for %s mode on Talos %s\n", args[0], m, contract)
 			return err
 		},
 	}
 	cmd.Flags().StringVar(&mode, "mode", "metal", "runtime mode of the node: metal or container")
+	cmd.Flags().StringVar(&talosVersion, "talos-version", configgen.DefaultTalosVersion(), "Talos version (config contract) of the node, e.g. v1.13")
 	return cmd
 }

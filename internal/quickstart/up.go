@@ -55,7 +55,7 @@ import (
 // Images the quickstart looks for, in order of preference.
 const (
 	// TalosImage is the Talos container image; it needs privileged containers.
-	TalosImage = "ghcr.io/siderolabs/talos:v1.13.3"
+	TalosImage = "ghcr.io/siderolabs/talos:v1.14.1"
 	// DefaultSimImage is Talon's node simulator image (make sim-image); it also runs the
 	// clusters' load balancers (talon lb). $TALON_SIM_IMAGE overrides it.
 	DefaultSimImage = "ghcr.io/talon-capi/talon-sim:dev"

@@ -88,7 +88,7 @@ func Start() (*Environment, error) {
 	if err != nil {
 		return nil, err
 	}
-	webhooks, err := webhookConfigurations()
+	validating, mutating, err := webhookConfigurations()
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +100,7 @@ func Start() (*Environment, error) {
 		CRDDirectoryPaths:     []string{capiCRDs},
 		CRDs:                  talonCRDs,
 		CRDInstallOptions:     envtest.CRDInstallOptions{Scheme: scheme},
-		WebhookInstallOptions: envtest.WebhookInstallOptions{ValidatingWebhooks: webhooks},
+		WebhookInstallOptions: envtest.WebhookInstallOptions{ValidatingWebhooks: validating, MutatingWebhooks: mutating},
 	}
 	cfg, err := env.Start()
 	if err != nil {

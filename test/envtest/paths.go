@@ -19,6 +19,7 @@ package envtest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
 )
 
@@ -131,12 +133,13 @@ func TalonCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return crds, nil
 }
 
-// webhookConfigurations returns the webhook configurations controller-gen wrote for the
-// providers. controller-gen gives every provider's the same name (the release manifests
-// prefix it), so each is renamed after its provider: installed under one name, the last
-// would replace the others.
-func webhookConfigurations() ([]*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
-	var configs []*admissionregistrationv1.ValidatingWebhookConfiguration
+// webhookConfigurations returns the validating and mutating webhook configurations
+// controller-gen wrote for the providers. controller-gen gives every provider's the same
+// name (the release manifests prefix it), so each is renamed after its provider: installed
+// under one name, the last would replace the others.
+func webhookConfigurations() ([]*admissionregistrationv1.ValidatingWebhookConfiguration, []*admissionregistrationv1.MutatingWebhookConfiguration, error) {
+	var validating []*admissionregistrationv1.ValidatingWebhookConfiguration
+	var mutating []*admissionregistrationv1.MutatingWebhookConfiguration
 	for _, p := range Providers {
 		path := filepath.Join(RepoRoot(), "config", p, "webhook", "manifests.yaml")
 		data, err := os.ReadFile(path)
@@ -144,22 +147,37 @@ func webhookConfigurations() ([]*admissionregistrationv1.ValidatingWebhookConfig
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		decoder := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 		for {
-			config := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-			if err := decoder.Decode(config); errors.Is(err, io.EOF) {
+			var raw json.RawMessage
+			if err := decoder.Decode(&raw); errors.Is(err, io.EOF) {
 				break
 			} else if err != nil {
-				return nil, fmt.Errorf("failed to decode %s: %w", path, err)
+				return nil, nil, fmt.Errorf("failed to decode %s: %w", path, err)
 			}
-			if config.Kind != "ValidatingWebhookConfiguration" {
-				continue
+			var meta metav1.TypeMeta
+			if err := json.Unmarshal(raw, &meta); err != nil {
+				return nil, nil, fmt.Errorf("failed to decode %s: %w", path, err)
 			}
-			config.Name = p + "-" + config.Name
-			configs = append(configs, config)
+			switch meta.Kind {
+			case "ValidatingWebhookConfiguration":
+				config := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+				if err := json.Unmarshal(raw, config); err != nil {
+					return nil, nil, fmt.Errorf("failed to decode %s: %w", path, err)
+				}
+				config.Name = p + "-" + config.Name
+				validating = append(validating, config)
+			case "MutatingWebhookConfiguration":
+				config := &admissionregistrationv1.MutatingWebhookConfiguration{}
+				if err := json.Unmarshal(raw, config); err != nil {
+					return nil, nil, fmt.Errorf("failed to decode %s: %w", path, err)
+				}
+				config.Name = p + "-" + config.Name
+				mutating = append(mutating, config)
+			}
 		}
 	}
-	return configs, nil
+	return validating, mutating, nil
 }

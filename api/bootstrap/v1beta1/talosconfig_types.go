@@ -61,7 +61,9 @@ type TalosConfigSpec struct {
 	// +kubebuilder:validation:MaxLength=32
 	TalosVersion string `json:"talosVersion,omitempty"`
 
-	// configPatches are RFC 6902 JSON patches applied to the generated config, in order.
+	// configPatches are RFC 6902 JSON patches applied to the generated config, in order. Each
+	// operation applies to one document of the config: the v1alpha1 document unless its
+	// document field names another, e.g. the KubeletConfig of the v1.14 contract.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=256
@@ -108,6 +110,28 @@ type ConfigPatch struct {
 	// value is the value of add, replace and test.
 	// +optional
 	Value *apiextensionsv1.JSON `json:"value,omitempty"`
+
+	// document is the config document path and from point into; unset means the v1alpha1
+	// document (paths like /machine/... and /cluster/...).
+	// +optional
+	Document ConfigDocumentRef `json:"document,omitempty,omitzero"`
+}
+
+// ConfigDocumentRef names one document of a multi-document Talos config.
+// +kubebuilder:validation:MinProperties=1
+type ConfigDocumentRef struct {
+	// kind is the document's kind, e.g. KubeletConfig, HostnameConfig or v1alpha1.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Kind string `json:"kind,omitempty"`
+
+	// name is the document's name, for kinds of which a config may hold several (e.g.
+	// KubeAuthorizerConfig, LinkConfig); unset matches the only document of the kind.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
 }
 
 // HostnameSpec sets where the node's hostname comes from.

@@ -29,19 +29,25 @@ var (
 
 	// NewestContract is the newest Talos version Talon renders configs for: the version of
 	// the Talos machinery library it is built with.
-	NewestContract = config.TalosVersion1_13
+	NewestContract = config.TalosVersion1_14
 )
 
-// DefaultTalosVersion is the contract used when a TalosConfig names none.
+// UnpinnedContract is what an empty talosVersion means: the contract Talon rendered for
+// before it recorded one in every new control plane and template. It never changes, so that
+// objects made then keep getting the configs their nodes were made with.
+var UnpinnedContract = config.TalosVersion1_13
+
+// DefaultTalosVersion is the contract recorded in control planes and templates created
+// without one: the newest Talon renders for.
 func DefaultTalosVersion() string {
 	return NewestContract.String()
 }
 
 // ParseContract turns a talosVersion such as "v1.12" or "1.12.3" into a version contract,
-// refusing versions Talon cannot render for. An empty version means NewestContract.
+// refusing versions Talon cannot render for. An empty version means UnpinnedContract.
 func ParseContract(talosVersion string) (*config.VersionContract, error) {
 	if talosVersion == "" {
-		return NewestContract, nil
+		return UnpinnedContract, nil
 	}
 	v := talosVersion
 	if !strings.HasPrefix(v, "v") {

@@ -22,7 +22,8 @@ import (
 )
 
 // oneLine renders an error from Talos validation, which nests multi-line error lists
-// ("1 error occurred:\n\t* ..."), as one line a condition message can carry: "a; b".
+// ("1 error occurred:\n\t* ...") and lists unknown keys on lines of their own, as one line a
+// condition message can carry: "a; b".
 func oneLine(err error) string {
 	var parts []string
 	var walk func(error)
@@ -34,7 +35,7 @@ func oneLine(err error) string {
 			}
 			return
 		}
-		parts = append(parts, strings.TrimSpace(err.Error()))
+		parts = append(parts, strings.Join(strings.Fields(err.Error()), " "))
 	}
 	walk(err)
 	return strings.Join(parts, "; ")

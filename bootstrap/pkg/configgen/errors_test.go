@@ -44,28 +44,82 @@ func TestRenderRefusesBadInput(t *testing.T) {
 			spec: worker(func(s *bootstrapv1.TalosConfigSpec) {
 				s.ConfigPatches = []bootstrapv1.ConfigPatch{{Op: "replace", Path: "/machine/nosuchfield/x", Value: jsonValue(`"y"`)}}
 			}),
-			want: "configPatches do not apply",
+			want: "configPatches[0] (replace /machine/nosuchfield/x in the v1alpha1 document) does not apply",
 		},
 		{
 			name: "a JSON patch removing a path that does not exist",
 			spec: worker(func(s *bootstrapv1.TalosConfigSpec) {
 				s.ConfigPatches = []bootstrapv1.ConfigPatch{{Op: "remove", Path: "/cluster/nosuchfield"}}
 			}),
-			want: "configPatches do not apply",
+			want: "configPatches[0] (remove /cluster/nosuchfield in the v1alpha1 document) does not apply",
 		},
 		{
 			name: "a JSON patch adding a field Talos does not know",
 			spec: worker(func(s *bootstrapv1.TalosConfigSpec) {
 				s.ConfigPatches = []bootstrapv1.ConfigPatch{{Op: "add", Path: "/machine/bogus", Value: jsonValue(`true`)}}
 			}),
-			want: "configPatches produce an invalid v1alpha1 document",
+			want: "configPatches[0] (add /machine/bogus in the v1alpha1 document) makes the document invalid",
 		},
 		{
 			name: "a JSON patch with an unknown operation",
 			spec: worker(func(s *bootstrapv1.TalosConfigSpec) {
 				s.ConfigPatches = []bootstrapv1.ConfigPatch{{Op: "frobnicate", Path: "/machine"}}
 			}),
-			want: "configPatches do not apply",
+			want: "configPatches[0] (frobnicate /machine in the v1alpha1 document) does not apply",
+		},
+		{
+			name: "a JSON patch on a path a 1.14 document does not have",
+			spec: worker(func(s *bootstrapv1.TalosConfigSpec) {
+				s.ConfigPatches = []bootstrapv1.ConfigPatch{
+					{Op: "add", Path: "/extraArgs", Value: jsonValue(`{"max-pods":"150"}`), Document: bootstrapv1.ConfigDocumentRef{Kind: "KubeletConfig"}},
+					{Op: "replace", Path: "/nosuch/field", Value: jsonValue(`1`), Document: bootstrapv1.ConfigDocumentRef{Kind: "KubeletConfig"}},
+				}
+			}),
+			want: "configPatches[1] (replace /nosuch/field in the KubeletConfig document) does not apply",
+		},
+		{
+			name: "a JSON patch on a document the contract does not have",
+			spec: worker(func(s *bootstrapv1.TalosConfigSpec) {
+				s.TalosVersion = "v1.13"
+				s.ConfigPatches = []bootstrapv1.ConfigPatch{{Op: "add", Path: "/extraArgs", Value: jsonValue(`{}`), Document: bootstrapv1.ConfigDocumentRef{Kind: "KubeletConfig"}}}
+			}),
+			want: "configPatches[0] (add /extraArgs in the KubeletConfig document): the config has no KubeletConfig document",
+		},
+		{
+			name: "a JSON patch on one of several documents of a kind, without its name",
+			spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane, ConfigPatches: []bootstrapv1.ConfigPatch{
+				{Op: "replace", Path: "/type", Value: jsonValue(`"Webhook"`), Document: bootstrapv1.ConfigDocumentRef{Kind: "KubeAuthorizerConfig"}},
+			}},
+			want: `the config has 2 KubeAuthorizerConfig documents ("node", "rbac"): set document.name to pick one`,
+		},
+		{
+			name: "a JSON patch on a named document that is not there",
+			spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane, ConfigPatches: []bootstrapv1.ConfigPatch{
+				{Op: "remove", Path: "/type", Document: bootstrapv1.ConfigDocumentRef{Kind: "KubeAuthorizerConfig", Name: "abac"}},
+			}},
+			want: `the config has no KubeAuthorizerConfig document named "abac", only "node", "rbac"`,
+		},
+		{
+			name: "a JSON patch renaming its document",
+			spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane, ConfigPatches: []bootstrapv1.ConfigPatch{
+				{Op: "replace", Path: "/name", Value: jsonValue(`"webhook"`), Document: bootstrapv1.ConfigDocumentRef{Kind: "KubeAuthorizerConfig", Name: "node"}},
+			}},
+			want: "changes which document it is",
+		},
+		{
+			name: "a 1.14 document on the 1.13 contract",
+			spec: worker(func(s *bootstrapv1.TalosConfigSpec) {
+				s.TalosVersion = "v1.13"
+				s.StrategicPatches = []string{"apiVersion: v1alpha1\nkind: SysctlConfig\nparams:\n  vm.max_map_count: \"262144\"\n"}
+			}),
+			want: "the machine config is for Talos v1.13, which does not know the SysctlConfig document (Talos v1.14 added it)",
+		},
+		{
+			name: "the legacy form of a setting next to its 1.14 document",
+			spec: worker(func(s *bootstrapv1.TalosConfigSpec) {
+				s.StrategicPatches = []string{"machine:\n  kubelet:\n    extraArgs:\n      max-pods: \"150\"\n"}
+			}),
+			want: "kubelet config is already set in v1alpha1 config (.machine.kubelet)",
 		},
 		{
 			name: "a strategic patch that is not YAML",
@@ -94,7 +148,7 @@ func TestRenderRefusesBadInput(t *testing.T) {
 		{
 			name: "an unknown contract",
 			spec: worker(func(s *bootstrapv1.TalosConfigSpec) { s.TalosVersion = "v1.99" }),
-			want: `talosVersion "v1.99" is not supported: Talon renders configs for Talos v1.10 to v1.13`,
+			want: `talosVersion "v1.99" is not supported: Talon renders configs for Talos v1.10 to v1.14`,
 		},
 		{
 			name: "a contract that is too old",
@@ -144,6 +198,7 @@ func TestRenderRefusesBadInput(t *testing.T) {
 			}
 			out, err := Render(testBundle(), cluster, Machine{Spec: tt.spec, Mode: ModeContainer})
 			g.Expect(err).To(MatchError(ContainSubstring(tt.want)))
+			g.Expect(err.Error()).NotTo(ContainSubstring("\n"), "condition messages stay on one line")
 			g.Expect(out).To(BeNil())
 		})
 	}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
@@ -30,7 +31,7 @@ import (
 // Example shows the call sequence: one bundle per cluster, stored and reused; one Render per
 // machine; one talosconfig for people and tools.
 func Example() {
-	bundle, err := configgen.NewBundle("v1.13", time.Now())
+	bundle, err := configgen.NewBundle("v1.14", time.Now())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -41,8 +42,13 @@ func Example() {
 	}
 	data, err := configgen.Render(bundle, cluster, configgen.Machine{
 		Spec: bootstrapv1.TalosConfigSpec{
-			GenerateType:     bootstrapv1.GenerateTypeWorker,
-			StrategicPatches: []string{"machine:\n  kubelet:\n    extraArgs:\n      max-pods: \"150\"\n"},
+			GenerateType: bootstrapv1.GenerateTypeWorker,
+			TalosVersion: "v1.14",
+			// Under the v1.14 contract, kubelet settings live in the KubeletConfig document.
+			ConfigPatches: []bootstrapv1.ConfigPatch{{
+				Op: "add", Path: "/extraArgs", Value: &apiextensionsv1.JSON{Raw: []byte(`{"max-pods":"150"}`)},
+				Document: bootstrapv1.ConfigDocumentRef{Kind: "KubeletConfig"},
+			}},
 		},
 		Hostname: "demo-worker-0",
 		Mode:     configgen.ModeContainer,
@@ -54,7 +60,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(cfg.Machine().Type(), cfg.NetworkHostnameConfig().Hostname(), cfg.K8sClusterConfig().ClusterEndpoint())
+	fmt.Println(cfg.Machine().Type(), cfg.NetworkHostnameConfig().Hostname(), cfg.K8sClusterConfig().ClusterEndpoint(), cfg.K8sKubeletConfig().ExtraArgs()["max-pods"])
 
 	talosconfig, err := configgen.NewTalosconfig(bundle, cluster.Name, []string{"10.5.0.2"}, time.Now(), 24*time.Hour)
 	if err != nil {
@@ -62,6 +68,6 @@ func Example() {
 	}
 	fmt.Println(len(talosconfig.Data) > 0)
 	// Output:
-	// worker demo-worker-0 https://10.5.0.2:6443
+	// worker demo-worker-0 https://10.5.0.2:6443 [150]
 	// true
 }

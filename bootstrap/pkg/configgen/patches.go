@@ -19,6 +19,7 @@ package configgen
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch"
 	"github.com/siderolabs/talos/pkg/machinery/config"
@@ -31,25 +32,35 @@ import (
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 )
 
-// loadPatches turns a spec's patches into machinery patches: one RFC 6902 patch holding
-// every configPatches operation, then each strategic patch.
+// documentPatch is one configPatches operation and the document it applies to.
+type documentPatch struct {
+	index    int
+	document bootstrapv1.ConfigDocumentRef
+	op       bootstrapv1.ConfigPatch
+	patch    jsonpatch.Patch
+}
+
+// loadPatches turns a spec's patches into machinery patches: each configPatches operation,
+// then each strategic patch.
 func loadPatches(spec bootstrapv1.TalosConfigSpec) ([]configpatcher.Patch, error) {
-	patches := make([]configpatcher.Patch, 0, 1+len(spec.StrategicPatches))
-	if len(spec.ConfigPatches) > 0 {
-		raw, err := json.Marshal(spec.ConfigPatches)
+	patches := make([]configpatcher.Patch, 0, len(spec.ConfigPatches)+len(spec.StrategicPatches))
+	for i, op := range spec.ConfigPatches {
+		document := op.Document
+		op.Document = bootstrapv1.ConfigDocumentRef{}
+		raw, err := json.Marshal([]bootstrapv1.ConfigPatch{op})
 		if err != nil {
-			return nil, fmt.Errorf("failed to encode configPatches: %w", err)
+			return nil, fmt.Errorf("failed to encode configPatches[%d]: %w", i, err)
 		}
 		p, err := jsonpatch.DecodePatch(raw)
 		if err != nil {
-			return nil, fmt.Errorf("configPatches are not a valid RFC 6902 patch: %w", err)
+			return nil, fmt.Errorf("configPatches[%d] is not a valid RFC 6902 operation: %w", i, err)
 		}
-		patches = append(patches, p)
+		patches = append(patches, documentPatch{index: i, document: document, op: op, patch: p})
 	}
 	for i, s := range spec.StrategicPatches {
 		cfg, err := configloader.NewFromBytes([]byte(s), configloader.WithAllowPatchDelete())
 		if err != nil {
-			return nil, fmt.Errorf("strategicPatches[%d] is not a Talos config patch: %w", i, err)
+			return nil, fmt.Errorf("strategicPatches[%d] is not a Talos config patch: %s", i, oneLine(err))
 		}
 		patches = append(patches, configpatcher.NewStrategicMergePatch(cfg))
 	}
@@ -73,53 +84,129 @@ func hostnamePatch(hostname string, contract *config.VersionContract) (configpat
 }
 
 // applyPatches applies patches in order. Machinery refuses RFC 6902 patches on configs of
-// several documents (every config of Talos 1.12 and later), so they are applied to the
-// v1alpha1 document alone, the one their paths (/machine/..., /cluster/...) address, and
-// the other documents are kept as they are.
+// several documents (every config of Talos 1.12 and later), so each operation is applied to
+// the one document it addresses, and the other documents are kept as they are.
 func applyPatches(cfg config.Provider, patches []configpatcher.Patch) (config.Provider, error) {
 	for i, patch := range patches {
 		var err error
 		switch p := patch.(type) {
-		case jsonpatch.Patch:
-			cfg, err = applyJSON6902(cfg, p)
+		case documentPatch:
+			cfg, err = applyToDocument(cfg, p)
 		case configpatcher.StrategicMergePatch:
 			cfg, err = configpatcher.StrategicMerge(cfg, p)
+			if err != nil {
+				err = fmt.Errorf("patch %d: %w", i+1, err)
+			}
 		default:
-			err = fmt.Errorf("unknown patch type %T", patch)
+			err = fmt.Errorf("patch %d: unknown patch type %T", i+1, patch)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("patch %d: %w", i+1, err)
+			return nil, err
 		}
 	}
 	return cfg, nil
 }
 
-func applyJSON6902(cfg config.Provider, patch jsonpatch.Patch) (config.Provider, error) {
-	v1alpha1 := cfg.RawV1Alpha1()
-	if v1alpha1 == nil {
-		return nil, fmt.Errorf("configPatches address the v1alpha1 document, which this config does not have")
-	}
-	raw, err := container.NewV1Alpha1(v1alpha1).EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
+// applyToDocument applies one configPatches operation to the document it addresses.
+func applyToDocument(cfg config.Provider, p documentPatch) (config.Provider, error) {
+	where := fmt.Sprintf("configPatches[%d] (%s %s in the %s document)", p.index, p.op.Op, p.op.Path, describe(p.document))
+	docs := cfg.Documents()
+	target, err := findDocument(docs, p.document)
 	if err != nil {
-		return nil, fmt.Errorf("failed to encode the v1alpha1 document: %w", err)
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	patched, err := configpatcher.JSON6902(raw, patch)
+	raw, err := encodeDocument(docs[target])
 	if err != nil {
-		return nil, fmt.Errorf("configPatches do not apply: %w", err)
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	patched, err := configpatcher.JSON6902(raw, p.patch)
+	if err != nil {
+		return nil, fmt.Errorf("%s does not apply: %w", where, err)
 	}
 	loaded, err := configloader.NewFromBytes(patched)
 	if err != nil {
-		return nil, fmt.Errorf("configPatches produce an invalid v1alpha1 document: %w", err)
+		return nil, fmt.Errorf("%s makes the document invalid: %s", where, oneLine(err))
 	}
-	docs := []coreconfig.Document{loaded.RawV1Alpha1()}
-	for _, doc := range cfg.Documents() {
-		if doc.Kind() != v1alpha1.Kind() {
-			docs = append(docs, doc)
+	if len(loaded.Documents()) != 1 || documentID(loaded.Documents()[0]) != documentID(docs[target]) {
+		return nil, fmt.Errorf("%s changes which document it is; change kind and name with a strategic patch instead", where)
+	}
+	out := append([]coreconfig.Document(nil), docs...)
+	out[target] = loaded.Documents()[0]
+	result, err := container.New(out...)
+	if err != nil {
+		return nil, fmt.Errorf("%s makes the config invalid: %s", where, oneLine(err))
+	}
+	return result, nil
+}
+
+// v1alpha1Kind is what the v1alpha1 document answers to Kind().
+const v1alpha1Kind = "v1alpha1"
+
+// describe names the document ref points to, as messages say it.
+func describe(ref bootstrapv1.ConfigDocumentRef) string {
+	kind := ref.Kind
+	if kind == "" {
+		kind = v1alpha1Kind
+	}
+	if ref.Name != "" {
+		return fmt.Sprintf("%s %q", kind, ref.Name)
+	}
+	return kind
+}
+
+// findDocument returns the index of the one document ref points to.
+func findDocument(docs []coreconfig.Document, ref bootstrapv1.ConfigDocumentRef) (int, error) {
+	kind := ref.Kind
+	if kind == "" {
+		kind = v1alpha1Kind
+	}
+	var matches, names []string
+	found := -1
+	for i, doc := range docs {
+		if doc.Kind() != kind {
+			continue
+		}
+		name := documentName(doc)
+		names = append(names, fmt.Sprintf("%q", name))
+		if ref.Name == "" || ref.Name == name {
+			matches = append(matches, name)
+			found = i
 		}
 	}
-	out, err := container.New(docs...)
-	if err != nil {
-		return nil, fmt.Errorf("configPatches produce an invalid config: %w", err)
+	switch {
+	case len(matches) == 1:
+		return found, nil
+	case len(matches) > 1:
+		return 0, fmt.Errorf("the config has %d %s documents (%s): set document.name to pick one", len(matches), kind, strings.Join(names, ", "))
+	case len(names) > 0:
+		return 0, fmt.Errorf("the config has no %s document named %q, only %s", kind, ref.Name, strings.Join(names, ", "))
+	default:
+		return 0, fmt.Errorf("the config has no %s document: add it with a strategic patch, or check that the cluster's Talos version contract uses it", kind)
 	}
-	return out, nil
+}
+
+// documentName is a document's name, or "" for kinds without one.
+func documentName(doc coreconfig.Document) string {
+	if named, ok := doc.(coreconfig.NamedDocument); ok {
+		return named.Name()
+	}
+	return ""
+}
+
+// documentID identifies a document within a config.
+func documentID(doc coreconfig.Document) string {
+	return doc.Kind() + "/" + documentName(doc)
+}
+
+// encodeDocument encodes one document alone, as YAML.
+func encodeDocument(doc coreconfig.Document) ([]byte, error) {
+	c, err := container.New(doc)
+	if err != nil {
+		return nil, fmt.Errorf("failed to encode the document: %w", err)
+	}
+	raw, err := c.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
+	if err != nil {
+		return nil, fmt.Errorf("failed to encode the document: %w", err)
+	}
+	return raw, nil
 }

@@ -137,7 +137,7 @@ func Render(bundle *secrets.Bundle, cluster Cluster, m Machine) ([]byte, error) 
 	if err != nil {
 		return nil, fmt.Errorf("failed to encode the patched config: %w", err)
 	}
-	return Validate(data, m.Mode)
+	return Validate(data, m.Mode, contract)
 }
 
 // renderData checks a complete config given as spec.data.
@@ -145,7 +145,11 @@ func renderData(m Machine) ([]byte, error) {
 	if m.Spec.Data == "" {
 		return nil, errors.New("generateType none needs the complete machine config in spec.data")
 	}
-	return Validate([]byte(m.Spec.Data), m.Mode)
+	contract, err := ParseContract(m.Spec.TalosVersion)
+	if err != nil {
+		return nil, err
+	}
+	return Validate([]byte(m.Spec.Data), m.Mode, contract)
 }
 
 func generateConfig(bundle *secrets.Bundle, cluster Cluster, m Machine, contract *config.VersionContract) (config.Provider, error) {
@@ -206,12 +210,17 @@ func checkCIDRs(cluster Cluster) error {
 	return errors.Join(errs...)
 }
 
-// Validate loads a machine config the way a node does and validates it for mode; it
-// returns the config re-encoded in Talos' canonical form.
-func Validate(data []byte, mode Mode) ([]byte, error) {
+// Validate loads a machine config the way a node of the contract's Talos version does and
+// validates it for mode; it returns the config re-encoded in Talos' canonical form. A
+// document that version does not know is refused, as its nodes would refuse the config.
+func Validate(data []byte, mode Mode, contract *config.VersionContract) ([]byte, error) {
 	cfg, err := configloader.NewFromBytes(data)
 	if err != nil {
 		return nil, fmt.Errorf("the machine config does not load: %w", err)
+	}
+	if unknown := UnknownDocument(cfg, contract); unknown != nil {
+		return nil, fmt.Errorf("the machine config is for Talos %s, which does not know the %s document (Talos %s added it): %w",
+			contract, unknown.Kind, unknown.Since, unknown)
 	}
 	if _, err := cfg.ValidateAsClient(mode, validation.WithLocal()); err != nil {
 		if mode == modeAny {

@@ -25,6 +25,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"go.yaml.in/yaml/v4"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
@@ -61,26 +62,65 @@ func jsonValue(s string) *apiextensionsv1.JSON {
 	return &apiextensionsv1.JSON{Raw: []byte(s)}
 }
 
+// contractPatches are patches that set the same settings in the form each contract uses:
+// the v1alpha1 fields up to v1.13, the v1.14 documents from v1.14 on.
+func contractPatches(version string) ([]bootstrapv1.ConfigPatch, []string) {
+	timeAndResolver := "machine:\n  time:\n    servers: [time.cloudflare.com]\n---\napiVersion: v1alpha1\nkind: ResolverConfig\nnameservers:\n  - address: 1.1.1.1\n"
+	if version == "v1.11" {
+		// ResolverConfig came with Talos 1.12: a 1.11 node would refuse the whole config.
+		timeAndResolver = "machine:\n  time:\n    servers: [time.cloudflare.com]\n  network:\n    nameservers: [1.1.1.1]\n"
+	}
+	if version != "v1.14" {
+		return []bootstrapv1.ConfigPatch{
+				{Op: "add", Path: "/machine/sysctls", Value: jsonValue(`{"vm.max_map_count":"262144"}`)},
+			}, []string{
+				"machine:\n  kubelet:\n    extraArgs:\n      max-pods: \"150\"\n",
+				// Several documents in one patch: a v1alpha1 change and a new document.
+				timeAndResolver,
+			}
+	}
+	return []bootstrapv1.ConfigPatch{
+			// JSON patches address the 1.14 documents by kind, and by name where it has one.
+			{Op: "add", Path: "/extraArgs", Value: jsonValue(`{"max-pods":"150"}`), Document: bootstrapv1.ConfigDocumentRef{Kind: "KubeletConfig"}},
+			{Op: "add", Path: "/clusterDNS", Value: jsonValue(`["169.254.2.53"]`), Document: bootstrapv1.ConfigDocumentRef{Kind: "KubeletConfig"}},
+			{Op: "replace", Path: "/endpoint", Value: jsonValue(`"https://discovery.example.com/"`), Document: bootstrapv1.ConfigDocumentRef{Kind: "DiscoveryServiceConfig", Name: "default"}},
+		}, []string{
+			"apiVersion: v1alpha1\nkind: SysctlConfig\nparams:\n  vm.max_map_count: \"262144\"\n",
+			timeAndResolver,
+		}
+}
+
+// legacyFields are the v1alpha1 fields the v1.14 documents replace: a v1.14 config holds
+// none of them.
+var legacyFields = map[string][]string{
+	"machine": {"kubelet", "install", "sysctls", "kernel"},
+	"cluster": {
+		"id", "secret", "clusterName", "controlPlane", "network", "apiServer", "controllerManager", "proxy",
+		"scheduler", "discovery", "ca", "aggregatorCA", "serviceAccount", "coreDNS", "externalCloudProvider",
+		"adminKubeconfig", "allowSchedulingOnControlPlanes", "inlineManifests", "extraManifests",
+	},
+}
+
 func TestRenderAcrossContracts(t *testing.T) {
-	for _, version := range []string{"v1.11", "v1.12", "v1.13"} {
+	for _, version := range []string{"v1.11", "v1.12", "v1.13", "v1.14"} {
 		for _, generateType := range []bootstrapv1.GenerateType{bootstrapv1.GenerateTypeControlPlane, bootstrapv1.GenerateTypeWorker} {
 			for _, mode := range []Mode{ModeMetal, ModeContainer} {
 				t.Run(version+"/"+string(generateType)+"/"+string(mode), func(t *testing.T) {
 					g := NewWithT(t)
+					jsonPatches, strategicPatches := contractPatches(version)
 					spec := bootstrapv1.TalosConfigSpec{
-						GenerateType: generateType,
-						TalosVersion: version,
-						ConfigPatches: []bootstrapv1.ConfigPatch{
-							{Op: "add", Path: "/machine/sysctls", Value: jsonValue(`{"vm.max_map_count":"262144"}`)},
-						},
-						StrategicPatches: []string{
-							"machine:\n  kubelet:\n    extraArgs:\n      max-pods: \"150\"\n",
-							// Several documents in one patch: a v1alpha1 change and a new document.
-							"machine:\n  time:\n    servers: [time.cloudflare.com]\n---\napiVersion: v1alpha1\nkind: ResolverConfig\nnameservers:\n  - address: 1.1.1.1\n",
-						},
+						GenerateType:     generateType,
+						TalosVersion:     version,
+						ConfigPatches:    jsonPatches,
+						StrategicPatches: strategicPatches,
 					}
 					out, err := Render(testBundle(), testCluster, Machine{Spec: spec, Hostname: "demo-cp-0", Mode: mode, InstallDisk: "/dev/vda"})
 					g.Expect(err).NotTo(HaveOccurred())
+
+					contract, err := ParseContract(version)
+					g.Expect(err).NotTo(HaveOccurred())
+					_, err = Validate(out, mode, contract)
+					g.Expect(err).NotTo(HaveOccurred(), "the stored config validates for its own contract")
 
 					cfg, err := configloader.NewFromBytes(out)
 					g.Expect(err).NotTo(HaveOccurred())
@@ -90,12 +130,40 @@ func TestRenderAcrossContracts(t *testing.T) {
 					g.Expect(prefixStrings(cfg.K8sNetworkConfig().ServiceCIDRs())).To(Equal(testCluster.ServiceCIDRs))
 					g.Expect(cfg.K8sNetworkConfig().DNSDomain()).To(Equal("demo.local"))
 					g.Expect(cfg.K8sKubeletConfig().Image()).To(HaveSuffix(":v1.36.3"))
-					g.Expect(cfg.Machine().Sysctls()).To(HaveKeyWithValue("vm.max_map_count", "262144"))
+					g.Expect(cfg.SysctlConfig()).To(HaveKeyWithValue("vm.max_map_count", "262144"))
 					g.Expect(cfg.K8sKubeletConfig().ExtraArgs()).To(HaveKeyWithValue("max-pods", []string{"150"}))
 					g.Expect(cfg.NetworkTimeSyncConfig().Servers()).To(ConsistOf("time.cloudflare.com"))
 					g.Expect(cfg.NetworkHostnameConfig()).NotTo(BeNil())
 					g.Expect(cfg.NetworkHostnameConfig().Hostname()).To(Equal("demo-cp-0"))
 					g.Expect(cfg.Machine().Security().IssuingCA().Crt).To(Equal(testBundle().Certs.OS.Crt))
+
+					if version != "v1.14" {
+						g.Expect(UnknownDocument(cfg, contract)).To(BeNil())
+						return
+					}
+					g.Expect(cfg.K8sKubeletConfig().ClusterDNS()).To(ConsistOf("169.254.2.53"))
+					g.Expect(cfg.DiscoveryServiceConfigs()).To(HaveLen(1))
+					g.Expect(cfg.DiscoveryServiceConfigs()[0].Endpoint().String()).To(Equal("https://discovery.example.com/"))
+					kinds := map[string]bool{}
+					for _, doc := range cfg.Documents() {
+						kinds[doc.Kind()] = true
+					}
+					for _, kind := range []string{"KubeClusterConfig", "KubeNodeConfig", "KubeletConfig", "KubeNetworkConfig", "DiscoveryServiceConfig", "SysctlConfig"} {
+						g.Expect(kinds).To(HaveKey(kind))
+					}
+					if mode == ModeMetal {
+						g.Expect(kinds).To(HaveKey("UnattendedInstallConfig"))
+					}
+					v1alpha1, err := encodeDocument(cfg.RawV1Alpha1())
+					g.Expect(err).NotTo(HaveOccurred())
+					var sections map[string]any
+					g.Expect(yaml.Unmarshal(v1alpha1, &sections)).To(Succeed())
+					for section, fields := range legacyFields {
+						g.Expect(sections).To(HaveKey(section))
+						for _, field := range fields {
+							g.Expect(sections[section]).NotTo(HaveKey(field), "the v1.14 documents replace .%s.%s", section, field)
+						}
+					}
 				})
 			}
 		}
