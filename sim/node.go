@@ -191,6 +191,9 @@ func NewNode(opts Options) (*Node, error) {
 	if opts.TalosVersion == "" {
 		opts.TalosVersion = DefaultTalosVersion
 	}
+	if _, err := talosconfig.ParseContractFromVersion(opts.TalosVersion); err != nil {
+		return nil, fmt.Errorf("Talos version %q is not a version like %s: %w", opts.TalosVersion, DefaultTalosVersion, err)
+	}
 	if opts.RebootDelay == 0 {
 		opts.RebootDelay = time.Second
 	}

@@ -86,6 +86,51 @@ func TestMaintenanceModeAndConfigIntake(t *testing.T) {
 	g.Expect(simtest.ServedNames(ctx, address)).To(ContainElement("cp-1"))
 }
 
+// TestTalosVersionDecidesWhichDocumentsLoad: a node running Talos v1.13 refuses a config of
+// the v1.14 contract, as Talos v1.13 does (its config loader has not registered the v1.14
+// document kinds), and stays in maintenance mode; a config of the v1.13 contract it takes.
+// A v1.14 node takes the v1.14 config.
+func TestTalosVersionDecidesWhichDocumentsLoad(t *testing.T) {
+	render := func(talosVersion, endpoint string) []byte {
+		data, err := configgen.Render(simtest.Bundle(), configgen.Cluster{
+			Name: "sim", Endpoint: configgen.Endpoint{Host: endpoint, Port: 6443}, KubernetesVersion: simtest.KubernetesVersion,
+		}, configgen.Machine{
+			Spec:     bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane, TalosVersion: talosVersion},
+			Hostname: "cp-1", Mode: configgen.ModeContainer,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	g := NewWithT(t)
+	ctx := t.Context()
+
+	const old = "127.0.42.11"
+	n, err := sim.NewNode(sim.Options{Address: old, StateDir: t.TempDir(), TalosVersion: "v1.13.3"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(n.Start(ctx, nil)).To(Succeed())
+	t.Cleanup(n.Stop)
+	c := simtest.MaintenanceClient(t, old)
+	_, err = c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: render("v1.14", old)})
+	g.Expect(code(err)).To(Equal(codes.InvalidArgument))
+	g.Expect(err.Error()).To(MatchRegexp(`error decoding document v1alpha1/\w+/\w*: "\w+" "v1alpha1": not registered`))
+	v, err := c.Version(ctx)
+	g.Expect(err).NotTo(HaveOccurred(), "the node is still in maintenance mode")
+	g.Expect(v.Messages[0].Version.Tag).To(Equal("v1.13.3"))
+	_, err = c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: render("v1.13", old)})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	const current = "127.0.42.12"
+	startNode(t, current, nil)
+	c = simtest.MaintenanceClient(t, current)
+	v, err = c.Version(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(v.Messages[0].Version.Tag).To(Equal("v1.14.1"))
+	_, err = c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: render("v1.14", current)})
+	g.Expect(err).NotTo(HaveOccurred())
+}
+
 // TestBootstrapEtcdAndAuthorization: bootstrap starts a real etcd member once; roles, other
 // clusters' certificates and a second bootstrap are refused with Talos' codes; a snapshot is
 // a real etcd snapshot.

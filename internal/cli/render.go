@@ -41,6 +41,8 @@ type renderOptions struct {
 	outDir   string
 	secrets  string
 	endpoint string
+	// talosVersion is the contract of specs that name none, as Talon's webhooks record it.
+	talosVersion string
 }
 
 func newRenderCommand() *cobra.Command {
@@ -62,6 +64,8 @@ you review is what nodes get. No management cluster is needed.`,
 	cmd.Flags().StringVarP(&o.outDir, "output", "o", "_out", "directory to write into")
 	cmd.Flags().StringVar(&o.secrets, "secrets", "", "secrets bundle to reuse (a secrets.yaml from an earlier render or 'talosctl gen secrets'); default: a new one")
 	cmd.Flags().StringVar(&o.endpoint, "endpoint", "", "control-plane endpoint host:port, for Clusters whose spec has none yet")
+	cmd.Flags().StringVar(&o.talosVersion, "talos-version", configgen.DefaultTalosVersion(),
+		"Talos version contract for configs whose spec names none (Talon records the same when such a control plane or template is created)")
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }
@@ -122,8 +126,14 @@ func (o *renderOptions) renderCluster(out io.Writer, m *clusterManifests, cluste
 		return err
 	}
 
+	if _, err := configgen.ParseContract(o.talosVersion); err != nil {
+		return fmt.Errorf("--talos-version: %w", err)
+	}
 	var errs []error
 	for _, machine := range machines {
+		if machine.spec.TalosVersion == "" && machine.spec.GenerateType != bootstrapv1.GenerateTypeNone {
+			machine.spec.TalosVersion = o.talosVersion
+		}
 		data, err := configgen.Render(bundle, configgen.ClusterFrom(cluster, machine.version), configgen.Machine{
 			Spec:     machine.spec,
 			Hostname: configgen.Hostname(machine.spec.Hostname.Source, machine.name, machine.name),

@@ -37,6 +37,26 @@ func runTalon(args ...string) (string, error) {
 
 const example = "../../examples/talos-docker-cluster.yaml"
 
+// TestRenderTalosVersionFlag: specs that name no contract are rendered for --talos-version,
+// by default the newest, as Talon's webhooks record it when such objects are created.
+func TestRenderTalosVersionFlag(t *testing.T) {
+	g := NewWithT(t)
+	exampleYAML, err := os.ReadFile(example)
+	g.Expect(err).NotTo(HaveOccurred())
+	unpinned := filepath.Join(t.TempDir(), "cluster.yaml")
+	g.Expect(os.WriteFile(unpinned, []byte(strings.ReplaceAll(string(exampleYAML), "talosVersion: v1.14", "")), 0o600)).To(Succeed())
+
+	dir := t.TempDir()
+	_, err = runTalon("render", "-f", unpinned, "-o", dir)
+	g.Expect(err).NotTo(HaveOccurred(), "the example's v1.14 patches apply under the default contract")
+	data, err := os.ReadFile(filepath.Join(dir, "demo", "demo-workers-0.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(data)).To(ContainSubstring("kind: KubeletConfig"))
+
+	_, err = runTalon("render", "--talos-version", "v1.13", "-f", unpinned, "-o", t.TempDir())
+	g.Expect(err).To(MatchError(ContainSubstring("configPatches[0] (add /labels/example.com~1tier in the KubeNodeConfig document): the config has no KubeNodeConfig document")))
+}
+
 // TestRenderExampleCluster renders the committed example: one valid config per machine the
 // cluster would have, all of one identity, which a second render with --secrets keeps.
 func TestRenderExampleCluster(t *testing.T) {
@@ -61,7 +81,8 @@ func TestRenderExampleCluster(t *testing.T) {
 		g.Expect(cfg.NetworkHostnameConfig().Hostname()).To(Equal(name))
 		g.Expect(cfg.K8sClusterConfig().ClusterEndpoint().String()).To(Equal("https://172.20.0.2:6443"))
 		if machineType == "worker" {
-			g.Expect(cfg.Machine().Sysctls()).To(HaveKeyWithValue("vm.max_map_count", "262144"))
+			g.Expect(cfg.SysctlConfig()).To(HaveKeyWithValue("vm.max_map_count", "262144"))
+			g.Expect(cfg.K8sKubeletConfig().ExtraArgs()).To(HaveKeyWithValue("max-pods", []string{"150"}))
 		}
 		if ca == nil {
 			ca = cfg.Machine().Security().IssuingCA().Crt
@@ -125,9 +146,9 @@ func TestRenderAndValidateErrors(t *testing.T) {
 			name: "a patch that does not apply names the machine",
 			args: func(t *testing.T) []string {
 				t.Helper()
-				return []string{"render", "-o", t.TempDir(), "-f", write(t, strings.Replace(string(exampleYAML), "path: /machine/sysctls", "path: /machine/nosuch/x", 1))}
+				return []string{"render", "-o", t.TempDir(), "-f", write(t, strings.Replace(string(exampleYAML), "path: /extraArgs", "path: /nosuch/x", 1))}
 			},
-			want: "machine demo-workers-0: patch 1: configPatches do not apply",
+			want: "machine demo-workers-0: configPatches[0] (add /nosuch/x in the KubeletConfig document) does not apply",
 		},
 		{
 			name: "no Cluster in the input",

@@ -47,6 +47,7 @@ type simOptions struct {
 	bootDelay      time.Duration
 	rebootDelay    time.Duration
 	upgradeDelay   time.Duration
+	talosVersion   string
 	controlAddress string
 	verbose        int
 }
@@ -83,6 +84,8 @@ With --control-address it also serves faults for tests: POST /power-off, /power-
 	cmd.Flags().StringVar(&o.mac, "mac", "", "MAC address of the node (default: derived from its address)")
 	cmd.Flags().DurationVar(&o.bootDelay, "boot-delay", 0, "how long the node takes to boot before it answers")
 	cmd.Flags().DurationVar(&o.rebootDelay, "reboot-delay", time.Second, "how long a reboot keeps the node down")
+	cmd.Flags().StringVar(&o.talosVersion, "talos-version", envOr("TALON_SIM_TALOS_VERSION", sim.DefaultTalosVersion),
+		"Talos version the node runs until an upgrade, as a Talos image's version is baked into it (default: $TALON_SIM_TALOS_VERSION)")
 	cmd.Flags().DurationVar(&o.upgradeDelay, "upgrade-delay", 2*time.Second, "how long an upgrade takes before the node reboots")
 	cmd.Flags().StringVar(&o.controlAddress, "control-address", "", "host:port to serve the faults endpoint on (off when empty)")
 	cmd.Flags().IntVarP(&o.verbose, "verbose", "v", 0, "log verbosity")
@@ -123,6 +126,7 @@ func (o *simOptions) run(cmd *cobra.Command) error {
 	node, err := sim.NewNode(sim.Options{
 		Address: o.address, StateDir: o.stateDir, Mode: mode, BinDir: o.binDir, ConfigURL: o.configURL,
 		UUID: o.uuid, MAC: o.mac, BootDelay: o.bootDelay, RebootDelay: o.rebootDelay, UpgradeDelay: o.upgradeDelay, Hostname: hostname, Log: log,
+		TalosVersion: o.talosVersion,
 	})
 	if err != nil {
 		return err

@@ -29,7 +29,7 @@ import (
 // reconciler writes no Secret when Render fails.
 func TestRenderRefusesBadInput(t *testing.T) {
 	worker := func(mutate func(*bootstrapv1.TalosConfigSpec)) bootstrapv1.TalosConfigSpec {
-		spec := bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeWorker}
+		spec := bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeWorker, TalosVersion: "v1.14"}
 		mutate(&spec)
 		return spec
 	}
@@ -87,21 +87,21 @@ func TestRenderRefusesBadInput(t *testing.T) {
 		},
 		{
 			name: "a JSON patch on one of several documents of a kind, without its name",
-			spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane, ConfigPatches: []bootstrapv1.ConfigPatch{
+			spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane, TalosVersion: "v1.14", ConfigPatches: []bootstrapv1.ConfigPatch{
 				{Op: "replace", Path: "/type", Value: jsonValue(`"Webhook"`), Document: bootstrapv1.ConfigDocumentRef{Kind: "KubeAuthorizerConfig"}},
 			}},
 			want: `the config has 2 KubeAuthorizerConfig documents ("node", "rbac"): set document.name to pick one`,
 		},
 		{
 			name: "a JSON patch on a named document that is not there",
-			spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane, ConfigPatches: []bootstrapv1.ConfigPatch{
+			spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane, TalosVersion: "v1.14", ConfigPatches: []bootstrapv1.ConfigPatch{
 				{Op: "remove", Path: "/type", Document: bootstrapv1.ConfigDocumentRef{Kind: "KubeAuthorizerConfig", Name: "abac"}},
 			}},
 			want: `the config has no KubeAuthorizerConfig document named "abac", only "node", "rbac"`,
 		},
 		{
 			name: "a JSON patch renaming its document",
-			spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane, ConfigPatches: []bootstrapv1.ConfigPatch{
+			spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane, TalosVersion: "v1.14", ConfigPatches: []bootstrapv1.ConfigPatch{
 				{Op: "replace", Path: "/name", Value: jsonValue(`"webhook"`), Document: bootstrapv1.ConfigDocumentRef{Kind: "KubeAuthorizerConfig", Name: "node"}},
 			}},
 			want: "changes which document it is",

@@ -21,6 +21,7 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/config"
 	coreconfig "github.com/siderolabs/talos/pkg/machinery/config/config"
+	"go.yaml.in/yaml/v4"
 )
 
 // documentKindsSince lists, for each Talos minor version, the config document kinds it
@@ -99,4 +100,44 @@ func UnknownDocument(cfg config.Provider, contract *config.VersionContract) *Unk
 		return &UnknownDocumentError{Kind: doc.Kind(), Name: name, Since: since}
 	}
 	return nil
+}
+
+// legacyFields are the v1alpha1 fields whose settings the v1.14 contract writes into
+// documents of their own (KubeletConfig, UnattendedInstallConfig, SysctlConfig, the Kube*
+// documents, DiscoveryServiceConfig and DiscoveryIdentityConfig).
+var legacyFields = map[string][]string{
+	"machine": {"kubelet", "install", "sysctls"},
+	"cluster": {
+		"id", "secret", "clusterName", "controlPlane", "network", "apiServer", "controllerManager", "proxy",
+		"scheduler", "discovery", "ca", "aggregatorCA", "serviceAccount", "coreDNS", "externalCloudProvider",
+		"adminKubeconfig", "allowSchedulingOnControlPlanes", "inlineManifests", "extraManifests",
+	},
+}
+
+// LegacyFields lists the v1alpha1 fields set in cfg (".machine.kubelet", ...) whose
+// settings have documents of their own under the v1.14 contract. A config Talon renders for
+// v1.14 has none.
+func LegacyFields(cfg config.Provider) ([]string, error) {
+	raw := cfg.RawV1Alpha1()
+	if raw == nil {
+		return nil, nil
+	}
+	data, err := encodeDocument(raw)
+	if err != nil {
+		return nil, err
+	}
+	var sections map[string]any
+	if err := yaml.Unmarshal(data, &sections); err != nil {
+		return nil, fmt.Errorf("failed to read the v1alpha1 document: %w", err)
+	}
+	var found []string
+	for _, section := range []string{"machine", "cluster"} {
+		fields, _ := sections[section].(map[string]any)
+		for _, field := range legacyFields[section] {
+			if _, ok := fields[field]; ok {
+				found = append(found, "."+section+"."+field)
+			}
+		}
+	}
+	return found, nil
 }

@@ -50,14 +50,14 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 			spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeWorker, ConfigPatches: []bootstrapv1.ConfigPatch{
 				{Op: "replace", Path: "/machine/install/disk", Value: &apiextensionsv1.JSON{Raw: []byte(`{"not":"a disk"}`)}},
 			}},
-			want: "configPatches produce an invalid v1alpha1 document",
+			want: "configPatches[0] (replace /machine/install/disk in the v1alpha1 document) makes the document invalid",
 		},
 		{
 			name: "patch to a path that does not exist",
 			spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeWorker, ConfigPatches: []bootstrapv1.ConfigPatch{
 				{Op: "remove", Path: "/machine/nosuch"},
 			}},
-			want: "configPatches do not apply",
+			want: "configPatches[0] (remove /machine/nosuch in the v1alpha1 document) does not apply",
 		},
 		{
 			name: "strategic patch that is not a Talos config",
