@@ -29,6 +29,7 @@ import (
 	"github.com/talon-capi/talon/bootstrap/reconcilers/clientconfig"
 	"github.com/talon-capi/talon/bootstrap/reconcilers/talosconfig"
 	"github.com/talon-capi/talon/bootstrap/webhooks"
+	"github.com/talon-capi/talon/internal/imagefactory"
 	"github.com/talon-capi/talon/internal/manager"
 )
 
@@ -46,7 +47,7 @@ func Provider() manager.Provider {
 func Reconcilers(ctx context.Context, mgr ctrl.Manager, opts *manager.Options) error {
 	options := controller.Options{MaxConcurrentReconciles: opts.Concurrency}
 	return errors.Join(
-		(&talosconfig.Reconciler{Client: mgr.GetClient(), WatchFilterValue: opts.WatchFilter}).SetupWithManager(ctx, mgr, options),
+		(&talosconfig.Reconciler{Client: mgr.GetClient(), WatchFilterValue: opts.WatchFilter, ImageFactory: &imagefactory.Client{URL: opts.ImageFactoryURL}}).SetupWithManager(ctx, mgr, options),
 		(&clientconfig.Reconciler{Client: mgr.GetClient(), WatchFilterValue: opts.WatchFilter}).SetupWithManager(ctx, mgr, options),
 	)
 }

@@ -98,6 +98,7 @@ func ValidateSpec(spec bootstrapv1.TalosConfigSpec, path *field.Path) field.Erro
 			errs = append(errs, field.Forbidden(path.Child("data"), fmt.Sprintf("data is used only with generateType none, not %q", spec.GenerateType)))
 		}
 	}
+	errs = append(errs, validateImageFactory(spec, path.Child("imageFactory"))...)
 	if len(errs) > 0 {
 		return errs
 	}
@@ -105,6 +106,31 @@ func ValidateSpec(spec bootstrapv1.TalosConfigSpec, path *field.Path) field.Erro
 		errs = append(errs, field.Invalid(path, "", err.Error()))
 	}
 	return errs
+}
+
+// validateImageFactory checks what can be checked without asking the factory: the release
+// must run configs of the spec's contract, and a complete config has nothing to build.
+func validateImageFactory(spec bootstrapv1.TalosConfigSpec, path *field.Path) field.ErrorList {
+	if spec.ImageFactory.IsZero() {
+		return nil
+	}
+	if spec.GenerateType == bootstrapv1.GenerateTypeNone {
+		return field.ErrorList{field.Forbidden(path, "with generateType none, spec.data is the complete config: set the installer image in it")}
+	}
+	if spec.ImageFactory.Version == "" {
+		return nil
+	}
+	release, err := configgen.ParseContract(spec.ImageFactory.Version)
+	if err != nil {
+		return field.ErrorList{field.Invalid(path.Child("version"), spec.ImageFactory.Version, err.Error())}
+	}
+	contract, err := configgen.ParseContract(spec.TalosVersion)
+	if err == nil && contract.Greater(release) {
+		return field.ErrorList{field.Invalid(path.Child("version"), spec.ImageFactory.Version, fmt.Sprintf(
+			"Talos %s is older than the config contract %s: its nodes would refuse the config; install %s or later, or lower talosVersion",
+			spec.ImageFactory.Version, contract, contract))}
+	}
+	return nil
 }
 
 func invalid(kind, name string, errs field.ErrorList) error {

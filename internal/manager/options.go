@@ -28,6 +28,7 @@ import (
 	capiflags "sigs.k8s.io/cluster-api/util/flags"
 
 	"github.com/talon-capi/talon/internal/feature"
+	"github.com/talon-capi/talon/internal/imagefactory"
 )
 
 // Options are the settings every Talon manager takes from its command line.
@@ -69,6 +70,10 @@ type Options struct {
 	// ProfilerAddr, when set, serves pprof.
 	ProfilerAddr string
 
+	// ImageFactoryURL is the Talos Image Factory the bootstrap provider resolves schematics
+	// and installers at.
+	ImageFactoryURL string
+
 	// Diagnostics holds Cluster API's shared flags for the metrics endpoint and TLS settings
 	// (--diagnostics-address, --insecure-diagnostics, --tls-min-version, ...).
 	Diagnostics capiflags.ManagerOptions
@@ -90,6 +95,7 @@ func NewOptions() *Options {
 		WebhookPort:              9443,
 		WebhookCertDir:           "/tmp/k8s-webhook-server/serving-certs/",
 		HealthAddr:               ":9440",
+		ImageFactoryURL:          imagefactory.DefaultURL,
 		Logs:                     logs.NewOptions(),
 	}
 }
@@ -126,6 +132,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Address that serves /healthz and /readyz.")
 	fs.StringVar(&o.ProfilerAddr, "profiler-address", o.ProfilerAddr,
 		"Address that serves pprof (e.g. localhost:6060); empty disables it.")
+	fs.StringVar(&o.ImageFactoryURL, "image-factory-url", o.ImageFactoryURL,
+		"Talos Image Factory that schematics are created at and installer images come from (e.g. a factory of your own).")
 	capiflags.AddManagerOptions(fs, &o.Diagnostics)
 	logsv1.AddFlags(o.Logs, fs)
 	feature.MutableGates.AddFlag(fs)
@@ -142,6 +150,9 @@ func (o *Options) Validate() error {
 	}
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", o.KubeAPIQPS, o.KubeAPIBurst))
+	}
+	if _, err := imagefactory.InstallerImage(o.ImageFactoryURL, "", "", false); err != nil {
+		errs = append(errs, fmt.Errorf("--image-factory-url: %w", err))
 	}
 	if o.WebhookPort < 1 || o.WebhookPort > 65535 {
 		errs = append(errs, fmt.Errorf("--webhook-port must be a port number, got %d", o.WebhookPort))

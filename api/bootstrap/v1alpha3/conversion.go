@@ -48,9 +48,10 @@ type spokeData struct {
 
 // hubData is what a v1alpha3 TalosConfig keeps of the v1beta1 object it was converted from.
 type hubData struct {
-	Spec       *bootstrapv1.TalosConfigSpec `json:"spec,omitempty"`
-	Conditions []metav1.Condition           `json:"conditions,omitempty"`
-	Template   *TemplateMeta                `json:"template,omitempty"`
+	Spec         *bootstrapv1.TalosConfigSpec    `json:"spec,omitempty"`
+	Conditions   []metav1.Condition              `json:"conditions,omitempty"`
+	ImageFactory *bootstrapv1.ImageFactoryStatus `json:"imageFactory,omitempty"`
+	Template     *TemplateMeta                   `json:"template,omitempty"`
 }
 
 // TemplateMeta is the metadata of a v1beta1 TalosConfigTemplate's template, which v1alpha3
@@ -76,6 +77,9 @@ func ConvertTalosConfigToHub(src *TalosConfig, dst *bootstrapv1.TalosConfig) err
 		DataSecretName:     src.Status.DataSecretName,
 		ObservedGeneration: src.Status.ObservedGeneration,
 		Conditions:         ConditionsToHub(src.Status.Conditions, saved.Conditions),
+	}
+	if saved.ImageFactory != nil {
+		dst.Status.ImageFactory = *saved.ImageFactory
 	}
 	if src.Status.Ready {
 		ready := true
@@ -119,6 +123,9 @@ func ConvertTalosConfigFromHub(src *bootstrapv1.TalosConfig, dst *TalosConfig) e
 	}
 	if !SameJSON(SpecToHub(dst.Spec), src.Spec) {
 		keep.Spec = src.Spec.DeepCopy()
+	}
+	if src.Status.ImageFactory != (bootstrapv1.ImageFactoryStatus{}) {
+		keep.ImageFactory = src.Status.ImageFactory.DeepCopy()
 	}
 	return PutConversionData(&dst.ObjectMeta, keep)
 }

@@ -53,6 +53,14 @@ const (
 	// says what to fix. Nothing is written until it is fixed.
 	InvalidConfigReason = "InvalidConfig"
 
+	// ImageFactoryUnavailableReason: Image Factory could not be asked for the schematic or its
+	// extension list; it is asked again.
+	ImageFactoryUnavailableReason = "ImageFactoryUnavailable"
+
+	// ImageFactoryRejectedReason: Image Factory does not offer what spec.imageFactory asks for
+	// (an extension it does not know, a release it does not build).
+	ImageFactoryRejectedReason = "ImageFactoryRejected"
+
 	// SecretsBundleUnavailableReason: the Cluster's secrets bundle cannot be read or is
 	// missing while the cluster's CA still exists; Talon does not create a second one, as
 	// that would split the cluster's identity.

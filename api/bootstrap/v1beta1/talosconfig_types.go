@@ -83,6 +83,15 @@ type TalosConfigSpec struct {
 	// +optional
 	Hostname HostnameSpec `json:"hostname,omitempty,omitzero"`
 
+	// imageFactory is the Talos image nodes install, built by Talos Image Factory (whose URL
+	// is the bootstrap manager's --image-factory-url). Nodes that install Talos (bare metal)
+	// get the factory's installer under the v1.14 contract, as ghcr.io/siderolabs/installer
+	// is no longer published from Talos 1.14, and under earlier contracts when this is set;
+	// installing or upgrading without the schematic would drop its extensions and kernel
+	// arguments. Container nodes do not install and do not use it.
+	// +optional
+	ImageFactory ImageFactorySpec `json:"imageFactory,omitempty,omitzero"`
+
 	// data is a complete Talos machine config, used when generateType is none.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1048576
@@ -134,6 +143,70 @@ type ConfigDocumentRef struct {
 	Name string `json:"name,omitempty"`
 }
 
+// ImageFactorySpec is an Image Factory schematic and the Talos release built from it.
+// +kubebuilder:validation:MinProperties=1
+type ImageFactorySpec struct {
+	// version is the Talos release to install, e.g. v1.14.1. Default: the release Talon is
+	// tested with for talosVersion (v1.14.1 for v1.14; docs/compatibility.md).
+	// +optional
+	// +kubebuilder:validation:Pattern=`^v\d+\.\d+\.\d+$`
+	// +kubebuilder:validation:MaxLength=32
+	Version string `json:"version,omitempty"`
+
+	// extensions are official system extensions, e.g. siderolabs/iscsi-tools. Talon checks
+	// each against the factory's list for the release before it creates the schematic.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9][a-z0-9-]*/[a-z0-9][a-z0-9._-]*$`
+	// +kubebuilder:validation:items:MaxLength=128
+	Extensions []string `json:"extensions,omitempty"`
+
+	// extraKernelArgs are kernel arguments built into the image.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	ExtraKernelArgs []string `json:"extraKernelArgs,omitempty"`
+
+	// overlay is a board or platform overlay, e.g. image siderolabs/sbc-raspberrypi and
+	// name rpi_generic.
+	// +optional
+	Overlay ImageFactoryOverlay `json:"overlay,omitempty,omitzero"`
+
+	// secureBoot installs the SecureBoot image (metal-installer-secureboot).
+	// +optional
+	SecureBoot *bool `json:"secureBoot,omitempty"`
+
+	// bootloader is the bootloader the image installs: auto (the factory's choice), sd-boot,
+	// grub or dual-boot.
+	// +optional
+	// +kubebuilder:validation:Enum=auto;sd-boot;grub;dual-boot
+	Bootloader string `json:"bootloader,omitempty"`
+}
+
+// IsZero reports whether nothing of the spec is set.
+func (s ImageFactorySpec) IsZero() bool {
+	return s.Version == "" && len(s.Extensions) == 0 && len(s.ExtraKernelArgs) == 0 && s.Overlay == (ImageFactoryOverlay{}) &&
+		s.SecureBoot == nil && s.Bootloader == ""
+}
+
+// ImageFactoryOverlay is an Image Factory overlay.
+type ImageFactoryOverlay struct {
+	// image is the overlay's image, e.g. siderolabs/sbc-raspberrypi.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+
+	// name is the overlay's name, e.g. rpi_generic.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Name string `json:"name,omitempty"`
+}
+
 // HostnameSpec sets where the node's hostname comes from.
 // +kubebuilder:validation:MinProperties=1
 type HostnameSpec struct {
@@ -164,9 +237,33 @@ type TalosConfigStatus struct {
 	// +kubebuilder:validation:MaxLength=253
 	DataSecretName *string `json:"dataSecretName,omitempty"`
 
+	// imageFactory is what Image Factory resolved for this config's installs, recorded with
+	// the data Secret.
+	// +optional
+	ImageFactory ImageFactoryStatus `json:"imageFactory,omitempty,omitzero"`
+
 	// observedGeneration is the latest metadata.generation the controller has acted on.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// ImageFactoryStatus records a resolved schematic.
+// +kubebuilder:validation:MinProperties=1
+type ImageFactoryStatus struct {
+	// schematicID is the schematic's ID at the factory.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	SchematicID string `json:"schematicID,omitempty"`
+
+	// installer is the installer image written into the machine config.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Installer string `json:"installer,omitempty"`
+
+	// version is the Talos release of the installer.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Version string `json:"version,omitempty"`
 }
 
 // TalosConfigInitializationStatus carries the contract's initialization flags.

@@ -21,6 +21,8 @@ import (
 	"strings"
 
 	"github.com/siderolabs/talos/pkg/machinery/config"
+
+	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 )
 
 var (
@@ -62,4 +64,42 @@ func ParseContract(talosVersion string) (*config.VersionContract, error) {
 			talosVersion, OldestContract, NewestContract)
 	}
 	return contract, nil
+}
+
+// testedReleases is the Talos release Talon is tested with for each contract: the default
+// release an Image Factory installer is built for (spec.imageFactory.version).
+var testedReleases = map[string]string{
+	"v1.10": "v1.10.0",
+	"v1.11": "v1.11.5",
+	"v1.12": "v1.12.6",
+	"v1.13": "v1.13.3",
+	"v1.14": "v1.14.1",
+}
+
+// FactoryRelease is the Talos release a spec's Image Factory installer is built for:
+// spec.imageFactory.version, else the release Talon is tested with for its contract.
+func FactoryRelease(spec bootstrapv1.TalosConfigSpec) (string, error) {
+	if spec.ImageFactory.Version != "" {
+		return spec.ImageFactory.Version, nil
+	}
+	contract, err := ParseContract(spec.TalosVersion)
+	if err != nil {
+		return "", err
+	}
+	return testedReleases[contract.String()], nil
+}
+
+// UsesImageFactory reports whether a node of mode installs from an Image Factory installer:
+// metal nodes under the v1.14 contract (ghcr.io/siderolabs/installer is not published from
+// Talos 1.14) and under earlier contracts when spec.imageFactory is set. Container nodes
+// never install.
+func UsesImageFactory(spec bootstrapv1.TalosConfigSpec, mode Mode) bool {
+	if mode != ModeMetal || spec.GenerateType == bootstrapv1.GenerateTypeNone {
+		return false
+	}
+	if !spec.ImageFactory.IsZero() {
+		return true
+	}
+	contract, err := ParseContract(spec.TalosVersion)
+	return err == nil && contract.UnattendedInstallConfig()
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
 	"github.com/siderolabs/talos/pkg/machinery/config/container"
 	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 )
@@ -83,6 +84,36 @@ func hostnamePatch(hostname string, contract *config.VersionContract) (configpat
 	return configpatcher.NewStrategicMergePatch(cfg), nil
 }
 
+// setInstaller makes image the installer of cfg, where the config says how to install:
+// the UnattendedInstallConfig document when there is one (the v1.14 contract with an install
+// disk), machine.install otherwise.
+func setInstaller(cfg config.Provider, image string) (config.Provider, error) {
+	value, err := json.Marshal(image)
+	if err != nil {
+		return nil, err
+	}
+	op := bootstrapv1.ConfigPatch{Op: "add", Path: "/machine/install/image", Value: &apiextensionsv1.JSON{Raw: value}}
+	var document bootstrapv1.ConfigDocumentRef
+	for _, d := range cfg.Documents() {
+		if d.Kind() == "UnattendedInstallConfig" {
+			op.Path, document = "/installer/image", bootstrapv1.ConfigDocumentRef{Kind: d.Kind()}
+		}
+	}
+	raw, err := json.Marshal([]bootstrapv1.ConfigPatch{op})
+	if err != nil {
+		return nil, err
+	}
+	p, err := jsonpatch.DecodePatch(raw)
+	if err != nil {
+		return nil, err
+	}
+	out, err := applyToDocument(cfg, documentPatch{index: -1, document: document, op: op, patch: p})
+	if err != nil {
+		return nil, fmt.Errorf("failed to set the installer image %q: %w", image, err)
+	}
+	return out, nil
+}
+
 // applyPatches applies patches in order. Machinery refuses RFC 6902 patches on configs of
 // several documents (every config of Talos 1.12 and later), so each operation is applied to
 // the one document it addresses, and the other documents are kept as they are.
@@ -110,6 +141,10 @@ func applyPatches(cfg config.Provider, patches []configpatcher.Patch) (config.Pr
 // applyToDocument applies one configPatches operation to the document it addresses.
 func applyToDocument(cfg config.Provider, p documentPatch) (config.Provider, error) {
 	where := fmt.Sprintf("configPatches[%d] (%s %s in the %s document)", p.index, p.op.Op, p.op.Path, describe(p.document))
+	if p.index < 0 {
+		// Talon's own operation, not one of the spec's.
+		where = fmt.Sprintf("%s %s in the %s document", p.op.Op, p.op.Path, describe(p.document))
+	}
 	docs := cfg.Documents()
 	target, err := findDocument(docs, p.document)
 	if err != nil {

@@ -101,6 +101,9 @@ type Machine struct {
 	// InstallDisk is the disk a metal node installs Talos to, e.g. /dev/sda; empty leaves it
 	// to the spec's patches, which must then set machine.install.disk or a disk selector.
 	InstallDisk string
+	// Installer is the installer image a metal node installs and upgrades from, e.g. an Image
+	// Factory installer (ImageFactory); empty keeps what generation and patches give.
+	Installer string
 }
 
 // Render renders and validates the machine config of one machine of cluster from the
@@ -132,6 +135,11 @@ func Render(bundle *secrets.Bundle, cluster Cluster, m Machine) ([]byte, error) 
 	patched, err := applyPatches(cfg, patches)
 	if err != nil {
 		return nil, err
+	}
+	if m.Installer != "" {
+		if patched, err = setInstaller(patched, m.Installer); err != nil {
+			return nil, err
+		}
 	}
 	data, err := patched.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
 	if err != nil {

@@ -149,3 +149,26 @@ func TestRenderAcrossContracts(t *testing.T) {
 		}
 	}
 }
+
+// TestInstallerGoesWhereTheContractInstallsFrom: the installer image lands in the
+// UnattendedInstallConfig document under the v1.14 contract and in machine.install before.
+func TestInstallerGoesWhereTheContractInstallsFrom(t *testing.T) {
+	const installer = "factory.example.com/metal-installer/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.14.1"
+	for _, version := range []string{"v1.13", "v1.14"} {
+		t.Run(version, func(t *testing.T) {
+			g := NewWithT(t)
+			spec := bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeWorker, TalosVersion: version}
+			out, err := Render(testBundle(), testCluster, Machine{Spec: spec, Mode: ModeMetal, InstallDisk: "/dev/vda", Installer: installer})
+			g.Expect(err).NotTo(HaveOccurred())
+			cfg, err := configloader.NewFromBytes(out)
+			g.Expect(err).NotTo(HaveOccurred())
+			if version == "v1.14" {
+				g.Expect(cfg.UnattendedInstallConfig()).NotTo(BeNil())
+				g.Expect(cfg.UnattendedInstallConfig().InstallerImage()).To(Equal(installer))
+				g.Expect(LegacyFields(cfg)).To(BeEmpty())
+			} else {
+				g.Expect(cfg.Machine().Install().Image()).To(Equal(installer))
+			}
+		})
+	}
+}

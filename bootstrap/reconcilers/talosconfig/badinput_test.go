@@ -75,6 +75,18 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 			want: "spec.data: Required value: generateType none uses spec.data as the complete machine config",
 		},
 		{
+			name: "an Image Factory release older than the contract",
+			spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeWorker, TalosVersion: "v1.14",
+				ImageFactory: bootstrapv1.ImageFactorySpec{Version: "v1.13.3"}},
+			want: "spec.imageFactory.version: Invalid value: \"v1.13.3\": Talos v1.13.3 is older than the config contract v1.14",
+		},
+		{
+			name: "an extension name that is no extension name",
+			spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeWorker, TalosVersion: "v1.14",
+				ImageFactory: bootstrapv1.ImageFactorySpec{Extensions: []string{"iscsi tools"}}},
+			want: "spec.imageFactory.extensions[0]",
+		},
+		{
 			name: "data with a generated type",
 			spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeWorker, Data: "version: v1alpha1\n"},
 			want: "spec.data: Forbidden: data is used only with generateType none",

@@ -48,9 +48,12 @@ func TestMain(m *testing.M) {
 
 // startBootstrapProvider runs Cluster API's core reconcilers and the bootstrap provider's
 // reconcilers and webhooks, wired as the bootstrap manager wires them.
-func startBootstrapProvider(t *testing.T, env *envtest.Environment) {
+func startBootstrapProvider(t *testing.T, env *envtest.Environment, mutate ...func(*manager.Options)) {
 	t.Helper()
 	opts := manager.NewOptions()
+	for _, m := range mutate {
+		m(opts)
+	}
 	env.StartManager(t, envtest.ManagerOptions{
 		CoreReconcilers: true,
 		Setup: func(ctx context.Context, mgr ctrl.Manager) error {

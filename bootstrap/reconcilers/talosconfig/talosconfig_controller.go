@@ -42,6 +42,7 @@ import (
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	"github.com/talon-capi/talon/bootstrap/pkg/clustersecrets"
 	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
+	"github.com/talon-capi/talon/internal/imagefactory"
 )
 
 // +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=talosconfigs;talosconfigs/status,verbs=get;list;watch;update;patch
@@ -56,6 +57,9 @@ type Reconciler struct {
 
 	// WatchFilterValue limits reconciliation to objects labelled with it.
 	WatchFilterValue string
+
+	// ImageFactory resolves the schematics of nodes that install Talos.
+	ImageFactory *imagefactory.Client
 
 	// bundleLocks holds a mutex per Cluster, so that concurrent first reconciles of one
 	// cluster's TalosConfigs create its bundle once instead of each generating one and all
@@ -164,6 +168,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, config *bootstrapv1.Ta
 			return ctrl.Result{}, fmt.Errorf("data Secret %s is not controlled by TalosConfig %s", secretName, klog.KObj(config))
 		}
 		setDataSecretCreated(config, secretName)
+		config.Status.ImageFactory = imageFactoryFromSecret(existing)
 		return ctrl.Result{}, nil
 	case !apierrors.IsNotFound(err):
 		setInternalError(config, err)
@@ -203,7 +208,13 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, config *bootstrapv1.Ta
 		return ctrl.Result{}, err
 	}
 
-	data, err := configgen.Render(bundle, configgen.ClusterFrom(cluster, owner.version), machineInput(config, owner))
+	input := machineInput(config, owner)
+	factory, err := r.resolveImageFactory(ctx, config.Spec, input.Mode)
+	if err != nil {
+		return imageFactoryFailed(ctx, config, err)
+	}
+	input.Installer = factory.Installer
+	data, err := configgen.Render(bundle, configgen.ClusterFrom(cluster, owner.version), input)
 	if err != nil {
 		// The spec or the Cluster must change before this can succeed; both changes trigger
 		// a reconcile, so there is nothing to retry.
@@ -212,12 +223,13 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, config *bootstrapv1.Ta
 		return ctrl.Result{}, nil
 	}
 
-	if err := r.createDataSecret(ctx, config, cluster, secretName, data); err != nil {
+	if err := r.createDataSecret(ctx, config, cluster, secretName, data, factory); err != nil {
 		setInternalError(config, err)
 		return ctrl.Result{}, err
 	}
 	log.Info("Wrote the machine config", "Secret", klog.KRef(config.Namespace, secretName))
 	setDataSecretCreated(config, secretName)
+	config.Status.ImageFactory = factory
 	return ctrl.Result{}, nil
 }
 
@@ -244,12 +256,14 @@ func DataSecretName(configName string) string {
 	return configName + "-bootstrap-data"
 }
 
-func (r *Reconciler) createDataSecret(ctx context.Context, config *bootstrapv1.TalosConfig, cluster *clusterv1.Cluster, name string, data []byte) error {
+func (r *Reconciler) createDataSecret(ctx context.Context, config *bootstrapv1.TalosConfig, cluster *clusterv1.Cluster, name string, data []byte,
+	factory bootstrapv1.ImageFactoryStatus) error {
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      name,
-			Namespace: config.Namespace,
-			Labels:    map[string]string{clusterv1.ClusterNameLabel: cluster.Name},
+			Name:        name,
+			Namespace:   config.Namespace,
+			Annotations: imageFactoryAnnotations(factory),
+			Labels:      map[string]string{clusterv1.ClusterNameLabel: cluster.Name},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: bootstrapv1.GroupVersion.String(),
 				Kind:       "TalosConfig",

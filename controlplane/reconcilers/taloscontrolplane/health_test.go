@@ -147,7 +147,7 @@ func TestRollout(t *testing.T) {
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
 	before := tcp.DeepCopy()
 	tcp.Spec.Rollout.Strategy.Type = controlplanev1.OnDeleteStrategyType
-	tcp.Spec.ControlPlaneConfig.StrategicPatches = []string{"machine:\n  sysctls:\n    vm.max_map_count: \"262144\"\n"}
+	tcp.Spec.ControlPlaneConfig.StrategicPatches = []string{"apiVersion: v1alpha1\nkind: SysctlConfig\nparams:\n  vm.max_map_count: \"262144\"\n"}
 	g.Expect(env.Client.Patch(ctx, tcp, client.MergeFrom(before))).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())

@@ -41,7 +41,7 @@ import (
 // members keep the short hostname, as Talos does.
 func registerWithFQDN(tcp *controlplanev1.TalosControlPlane) {
 	tcp.Spec.ControlPlaneConfig.StrategicPatches = append(tcp.Spec.ControlPlaneConfig.StrategicPatches,
-		"machine:\n  kubelet:\n    registerWithFQDN: true\n")
+		"apiVersion: v1alpha1\nkind: KubeNodeConfig\nregisterWithFQDN: true\n")
 }
 
 // memberIDs reads the etcd member IDs through the Talos API of the Machine's node.

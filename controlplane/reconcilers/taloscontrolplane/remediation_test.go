@@ -40,7 +40,7 @@ import (
 // after 20 s instead of 50 s, so that a MachineHealthCheck sees a powered-off node sooner.
 func fastNodeHealth(tcp *controlplanev1.TalosControlPlane) {
 	tcp.Spec.ControlPlaneConfig.StrategicPatches = append(tcp.Spec.ControlPlaneConfig.StrategicPatches,
-		"cluster:\n  controllerManager:\n    extraArgs:\n      node-monitor-grace-period: 20s\n")
+		"apiVersion: v1alpha1\nkind: KubeControllerManagerConfig\nextraArgs:\n  node-monitor-grace-period: 20s\n")
 }
 
 // newControlPlaneHealthCheck creates Cluster API's MachineHealthCheck for the control-plane

@@ -180,7 +180,7 @@ func surviveKills(tb testing.TB, kills int) (lastStart time.Time) {
 			g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
 			before := tcp.DeepCopy()
 			tcp.Spec.Replicas = ptr.To(int32(3))
-			tcp.Spec.ControlPlaneConfig.StrategicPatches = []string{"machine:\n  sysctls:\n    vm.max_map_count: \"262144\"\n"}
+			tcp.Spec.ControlPlaneConfig.StrategicPatches = []string{"apiVersion: v1alpha1\nkind: SysctlConfig\nparams:\n  vm.max_map_count: \"262144\"\n"}
 			g.Expect(env.Client.Patch(ctx, tcp, client.MergeFrom(before))).To(Succeed())
 		}
 		cmd := managers.start()
