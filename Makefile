@@ -186,10 +186,11 @@ docker-build: ## Build the manager images FROM scratch (no image is pulled)
 	docker build --quiet -f hack/Dockerfile.manager -t $(IMAGE_REGISTRY)/talon-infrastructure-manager:$(IMAGE_TAG) $(OUT)/images/infrastructure
 
 .PHONY: sim-image
-sim-image: $(KUBE_APISERVER) $(KUBE_CONTROLLER_MANAGER) ## Build the node simulator image: talon sim, kube-apiserver, kube-controller-manager FROM scratch
-	@mkdir -p $(OUT)/sim-image/tmp
+sim-image: $(KUBE_APISERVER) $(KUBE_CONTROLLER_MANAGER) $(KUBE_NEXT_APISERVER) $(KUBE_NEXT_CONTROLLER_MANAGER) ## Build the node simulator image: talon sim, kube-apiserver, kube-controller-manager (v1.36 and v1.37) FROM scratch
+	@mkdir -p $(OUT)/sim-image/tmp $(OUT)/sim-image/v1.37
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(OUT)/sim-image/talon ./cmd/talon
 	cp $(KUBE_APISERVER) $(KUBE_CONTROLLER_MANAGER) $(OUT)/sim-image/
+	cp $(KUBE_NEXT_APISERVER) $(KUBE_NEXT_CONTROLLER_MANAGER) $(OUT)/sim-image/v1.37/
 	docker build --quiet -f hack/Dockerfile.sim -t $(SIM_IMAGE) $(OUT)/sim-image
 
 .PHONY: clean

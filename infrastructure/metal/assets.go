@@ -27,6 +27,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,14 +62,24 @@ func (c *AssetCache) Ensure(ctx context.Context, assets infrav1.BootAssets, arch
 		initramfs = source{url: assets.Initramfs.URL, sha512: assets.Initramfs.SHA512, name: path.Join("sha512", assets.Initramfs.SHA512)}
 	case assets.ImageFactory != nil:
 		f := assets.ImageFactory
-		base := f.URL
+		if f.Schematic == "" || f.Version == "" {
+			return infrav1.HostBootAssets{}, errors.New("spec.bootAssets.imageFactory names no schematic and version, and the Machine's bootstrap config has resolved none")
+		}
+		base := strings.TrimSuffix(f.URL, "/")
 		if base == "" {
 			base = "https://factory.talos.dev"
 		}
-		// The Image Factory publishes no checksums: the first download is the one kept.
+		// The Image Factory publishes no checksums: the spec may pin them, else the first
+		// download is the one kept.
 		dir := path.Join("factory", f.Schematic, f.Version)
-		kernel = source{url: fmt.Sprintf("%s/image/%s/%s/kernel-%s", base, f.Schematic, f.Version, arch), name: path.Join(dir, "kernel-"+string(arch))}
-		initramfs = source{url: fmt.Sprintf("%s/image/%s/%s/initramfs-%s.xz", base, f.Schematic, f.Version, arch), name: path.Join(dir, "initramfs-"+string(arch)+".xz")}
+		kernel = source{url: fmt.Sprintf("%s/image/%s/%s/kernel-%s", base, f.Schematic, f.Version, arch), name: path.Join(dir, "kernel-"+string(arch)), sha512: f.KernelSHA512}
+		initramfs = source{url: fmt.Sprintf("%s/image/%s/%s/initramfs-%s.xz", base, f.Schematic, f.Version, arch), name: path.Join(dir, "initramfs-"+string(arch)+".xz"), sha512: f.InitramfsSHA512}
+		if f.KernelSHA512 != "" {
+			kernel.name = path.Join("sha512", f.KernelSHA512)
+		}
+		if f.InitramfsSHA512 != "" {
+			initramfs.name = path.Join("sha512", f.InitramfsSHA512)
+		}
 	default:
 		return infrav1.HostBootAssets{}, errors.New("spec.bootAssets names neither kernel and initramfs nor an Image Factory schematic")
 	}

@@ -29,6 +29,8 @@ import (
 	. "github.com/onsi/gomega"
 
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
+	"github.com/talon-capi/talon/internal/imagefactory"
+	"github.com/talon-capi/talon/internal/imagefactory/factorytest"
 )
 
 func sha(data string) string {
@@ -95,4 +97,38 @@ func TestAssetCacheImageFactory(t *testing.T) {
 		"/image/" + schematic + "/v1.13.3/kernel-arm64", "/image/" + schematic + "/v1.13.3/initramfs-arm64.xz",
 	}))
 	g.Expect(names.Kernel).To(Equal("factory/" + schematic + "/v1.13.3/kernel-arm64"))
+}
+
+// TestAssetCacheVerifiesFactoryAssets: Image Factory assets are fetched from a factory (the
+// local one of factorytest) for the schematic, and a download whose SHA-512 is not the one
+// the spec pins is discarded; the right one is kept.
+func TestAssetCacheVerifiesFactoryAssets(t *testing.T) {
+	g := NewWithT(t)
+	factory := factorytest.Start(t, "v1.14.1")
+	id, err := (&imagefactory.Client{URL: factory.URL}).CreateSchematic(t.Context(), imagefactory.Schematic{})
+	g.Expect(err).NotTo(HaveOccurred())
+	sum := func(b []byte) string { return sha(string(b)) }
+	kernel, initramfs := factorytest.Asset(id, "v1.14.1", "kernel-amd64"), factorytest.Asset(id, "v1.14.1", "initramfs-amd64.xz")
+	cache := &AssetCache{Dir: t.TempDir()}
+
+	wrong := infrav1.ImageFactory{URL: factory.URL, Schematic: id, Version: "v1.14.1", KernelSHA512: sum([]byte("another kernel")), InitramfsSHA512: sum(initramfs)}
+	_, err = cache.Ensure(t.Context(), infrav1.BootAssets{ImageFactory: &wrong}, "amd64")
+	g.Expect(err).To(MatchError(ContainSubstring("the download was discarded")))
+	g.Expect(err.Error()).To(ContainSubstring("/image/" + id + "/v1.14.1/kernel-amd64"))
+	entries, err := os.ReadDir(filepath.Join(cache.Dir, "sha512"))
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, e := range entries {
+		g.Expect(e.Name()).NotTo(HavePrefix(".download"), "nothing half-written is left")
+	}
+	g.Expect(filepath.Join(cache.Dir, "sha512", wrong.KernelSHA512)).NotTo(BeAnExistingFile())
+
+	right := wrong
+	right.KernelSHA512 = sum(kernel)
+	names, err := cache.Ensure(t.Context(), infrav1.BootAssets{ImageFactory: &right}, "amd64")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(os.ReadFile(filepath.Join(cache.Dir, names.Kernel))).To(Equal(kernel))
+	g.Expect(os.ReadFile(filepath.Join(cache.Dir, names.Initramfs))).To(Equal(initramfs))
+
+	_, err = cache.Ensure(t.Context(), infrav1.BootAssets{ImageFactory: &infrav1.ImageFactory{URL: factory.URL}}, "amd64")
+	g.Expect(err).To(MatchError(ContainSubstring("names no schematic and version")))
 }

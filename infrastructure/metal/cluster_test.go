@@ -52,6 +52,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
 
+	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
 	bootstrapsetup "github.com/talon-capi/talon/bootstrap/setup"
 	controlplanesetup "github.com/talon-capi/talon/controlplane/setup"
@@ -59,6 +60,7 @@ import (
 	"github.com/talon-capi/talon/infrastructure/metal"
 	"github.com/talon-capi/talon/infrastructure/metal/bootservice"
 	infrasetup "github.com/talon-capi/talon/infrastructure/setup"
+	"github.com/talon-capi/talon/internal/imagefactory/factorytest"
 	"github.com/talon-capi/talon/internal/manager"
 	"github.com/talon-capi/talon/sim"
 	"github.com/talon-capi/talon/sim/bmc"
@@ -265,10 +267,13 @@ func startProviders(t *testing.T, env *envtest.Environment, l *lab) {
 		},
 	}
 	rt := runtime.NewSim(t.Context(), envtest.BinDir(), t.TempDir(), logr.Discard())
+	// The v1.14 contract installs from Image Factory installers: a local factory stands in.
+	factory := factorytest.Start(t, "v1.14.1")
 	env.StartManager(t, envtest.ManagerOptions{
 		CoreReconcilers: true,
 		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
 			opts := manager.NewOptions()
+			opts.ImageFactoryURL = factory.URL
 			return errors.Join(
 				bootstrapsetup.Reconcilers(ctx, mgr, opts),
 				controlplanesetup.Reconcilers(ctx, mgr, opts),
@@ -473,6 +478,15 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 	installed, err = os.ReadFile(filepath.Join(l.hosts["cp-1"].stateDir, "config.yaml"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(installed)).To(ContainSubstring("disk: /dev/sda"))
+	// Under the v1.14 contract every node installs from the Image Factory installer its
+	// TalosConfig resolved.
+	configs := &bootstrapv1.TalosConfigList{}
+	g.Expect(c.List(ctx, configs, client.InNamespace(namespace))).To(Succeed())
+	g.Expect(configs.Items).NotTo(BeEmpty())
+	for _, config := range configs.Items {
+		g.Expect(config.Status.ImageFactory.Installer).To(MatchRegexp(`/metal-installer/[0-9a-f]{64}:v1\.14\.1$`), "TalosConfig %s", config.Name)
+	}
+	g.Expect(string(installed)).To(ContainSubstring("image: " + configs.Items[0].Status.ImageFactory.Installer))
 
 	// Delete a worker: its host is reset through Talos (wiped, powered off) and Available.
 	md := &clusterv1.MachineDeployment{}

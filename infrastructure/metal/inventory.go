@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,7 +39,9 @@ import (
 
 	"sigs.k8s.io/cluster-api/util"
 
+	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
+	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
 	"github.com/talon-capi/talon/infrastructure/metal/bootservice"
 )
 
@@ -168,21 +171,54 @@ func (i *Inventory) BootstrapData(ctx context.Context, host types.NamespacedName
 	if disk == "" {
 		disk = h.Spec.InstallDisk
 	}
-	return patchConfig(secret.Data["value"], ProviderID(h.Namespace, h.Name), disk)
+	return patchConfig(secret.Data["value"], ProviderID(h.Namespace, h.Name), disk, secret.Annotations[bootstrapv1.ImageFactoryInstallerAnnotation])
 }
 
-// patchConfig sets the kubelet's provider-id and, unless disk is empty, machine.install.disk
-// in a Talos config.
-func patchConfig(config []byte, providerID, disk string) ([]byte, error) {
-	doc := "machine:\n  kubelet:\n    extraArgs:\n      provider-id: " + strconv.Quote(providerID) + "\n"
-	if disk != "" {
-		doc += "  install:\n    disk: " + strconv.Quote(disk) + "\n"
+// patchConfig sets the kubelet's provider-id and, unless disk is empty, the install disk in
+// a Talos config, each where the config's contract keeps it: the KubeletConfig and
+// UnattendedInstallConfig documents under the v1.14 contract, machine.kubelet and
+// machine.install before (writing both forms is refused by Talos). An UnattendedInstallConfig
+// it adds carries installer, the Image Factory installer the bootstrap provider resolved.
+func patchConfig(config []byte, providerID, disk, installer string) ([]byte, error) {
+	cfg, err := configloader.NewFromBytes(config)
+	if err != nil {
+		return nil, fmt.Errorf("failed to load the config to patch in the provider ID: %w", err)
 	}
-	patch, err := configpatcher.LoadPatch([]byte(doc))
+	kinds := map[string]bool{}
+	for _, d := range cfg.Documents() {
+		kinds[d.Kind()] = true
+	}
+	legacy, err := configgen.LegacyFields(cfg)
 	if err != nil {
 		return nil, err
 	}
-	out, err := configpatcher.Apply(configpatcher.WithBytes(config), []configpatcher.Patch{patch})
+	var docs []string
+	if kinds["KubeletConfig"] {
+		docs = append(docs, "apiVersion: v1alpha1\nkind: KubeletConfig\nextraArgs:\n  provider-id: "+strconv.Quote(providerID)+"\n")
+	} else {
+		docs = append(docs, "machine:\n  kubelet:\n    extraArgs:\n      provider-id: "+strconv.Quote(providerID)+"\n")
+	}
+	switch {
+	case disk == "":
+	case kinds["UnattendedInstallConfig"] || (kinds["KubeletConfig"] && !slices.Contains(legacy, ".machine.install")):
+		doc := "apiVersion: v1alpha1\nkind: UnattendedInstallConfig\nprovisioning:\n  diskSelector:\n    match: " +
+			strconv.Quote("disk.dev_path == "+strconv.Quote(disk)) + "\n"
+		if installer != "" && !kinds["UnattendedInstallConfig"] {
+			doc += "installer:\n  image: " + strconv.Quote(installer) + "\n"
+		}
+		docs = append(docs, doc)
+	default:
+		docs = append(docs, "machine:\n  install:\n    disk: "+strconv.Quote(disk)+"\n")
+	}
+	patches := make([]configpatcher.Patch, 0, len(docs))
+	for _, doc := range docs {
+		patch, err := configpatcher.LoadPatch([]byte(doc))
+		if err != nil {
+			return nil, err
+		}
+		patches = append(patches, patch)
+	}
+	out, err := configpatcher.Apply(configpatcher.WithBytes(config), patches)
 	if err != nil {
 		return nil, fmt.Errorf("failed to patch the provider ID and install disk into the config: %w", err)
 	}

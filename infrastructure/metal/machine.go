@@ -27,6 +27,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -54,6 +56,7 @@ import (
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=talosmetalmachines;talosmetalmachines/status;talosmetalmachines/finalizers,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=talosmetalclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines;machines/status;clusters;clusters/status,verbs=get;list;watch
+// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=talosconfigs,verbs=get
 
 // machineFinalizer holds a TalosMetalMachine until its host is reset or marked for a wipe.
 const machineFinalizer = "talosmetalmachine.infrastructure.cluster.x-k8s.io"
@@ -282,7 +285,7 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, cluster *cluste
 	ctx = ctrl.LoggerInto(ctx, log)
 
 	if h.Status.State == infrav1.MetalHostStateProvisioning {
-		if result, done, err := r.provision(ctx, m, h, claimed); err != nil || !done {
+		if result, done, err := r.provision(ctx, machine, m, h, claimed); err != nil || !done {
 			return result, err
 		}
 	}
@@ -387,10 +390,45 @@ func (r *MachineReconciler) claim(ctx context.Context, m *infrav1.TalosMetalMach
 	return nil, false, nil
 }
 
+// bootAssetsOf is the boot assets of m: its spec, where an Image Factory without a
+// schematic takes the schematic and release the Machine's TalosConfig resolved, so that the
+// host boots the image it then installs.
+func (r *MachineReconciler) bootAssetsOf(ctx context.Context, machine *clusterv1.Machine, m *infrav1.TalosMetalMachine) (infrav1.BootAssets, error) {
+	assets := *m.Spec.BootAssets.DeepCopy()
+	f := assets.ImageFactory
+	if f == nil || f.Schematic != "" {
+		return assets, nil
+	}
+	ref := machine.Spec.Bootstrap.ConfigRef
+	if ref.Kind != "TalosConfig" || ref.APIGroup != bootstrapGroup {
+		return assets, fmt.Errorf("spec.bootAssets.imageFactory names no schematic, and Machine %s's bootstrap config is a %s, not a TalosConfig that resolves one", machine.Name, ref.Kind)
+	}
+	config := &unstructured.Unstructured{}
+	config.SetGroupVersionKind(schema.GroupVersionKind{Group: bootstrapGroup, Version: "v1beta1", Kind: "TalosConfig"})
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: machine.Namespace, Name: ref.Name}, config); err != nil {
+		return assets, fmt.Errorf("failed to read TalosConfig %s for its Image Factory schematic: %w", ref.Name, err)
+	}
+	schematic, _, _ := unstructured.NestedString(config.Object, "status", "imageFactory", "schematicID")
+	version, _, _ := unstructured.NestedString(config.Object, "status", "imageFactory", "version")
+	if schematic == "" || version == "" {
+		return assets, fmt.Errorf("TalosConfig %s has resolved no Image Factory schematic (status.imageFactory): give it spec.imageFactory or the v1.14 contract, or name a schematic in spec.bootAssets.imageFactory", ref.Name)
+	}
+	f.Schematic, f.Version = schematic, version
+	return assets, nil
+}
+
+// bootstrapGroup is the API group of Talon's bootstrap provider.
+const bootstrapGroup = "bootstrap.cluster.x-k8s.io"
+
 // provision boots the claimed host until it fetched its config; done says it did.
-func (r *MachineReconciler) provision(ctx context.Context, m *infrav1.TalosMetalMachine, h *infrav1.MetalHost, claimed bool) (_ ctrl.Result, done bool, _ error) {
+func (r *MachineReconciler) provision(ctx context.Context, machine *clusterv1.Machine, m *infrav1.TalosMetalMachine, h *infrav1.MetalHost, claimed bool) (_ ctrl.Result, done bool, _ error) {
 	log := ctrl.LoggerFrom(ctx)
-	assets, err := r.Assets.Ensure(ctx, m.Spec.BootAssets, h.Spec.Architecture)
+	bootAssets, err := r.bootAssetsOf(ctx, machine, m)
+	if err != nil {
+		infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.BootAssetsUnavailableReason, "MetalHost %s cannot boot: %v", h.Name, err)
+		return ctrl.Result{RequeueAfter: infra.RetryConflict}, false, nil
+	}
+	assets, err := r.Assets.Ensure(ctx, bootAssets, h.Spec.Architecture)
 	if err != nil {
 		infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.BootAssetsUnavailableReason, "MetalHost %s cannot boot: %v", h.Name, err)
 		return ctrl.Result{RequeueAfter: infra.RetryConflict}, false, nil

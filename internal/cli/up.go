@@ -27,7 +27,7 @@ import (
 )
 
 // defaultKubernetesVersion is the Kubernetes version talon up installs by default.
-const defaultKubernetesVersion = "v1.36.3"
+const defaultKubernetesVersion = "v1.37.2"
 
 // outFlags are the flags up, status and down share.
 type outFlags struct {

@@ -69,3 +69,15 @@ const (
 	// InternalErrorReason: an unexpected error, such as a failed API call, that is retried.
 	InternalErrorReason = clusterv1.InternalErrorReason
 )
+
+// Annotations of a bootstrap data Secret recording what Image Factory resolved for its
+// config (status.imageFactory): the Secret is what "clusterctl move" carries, and the metal
+// boot service reads the installer from it when it adds an install disk to a served config.
+const (
+	// ImageFactorySchematicAnnotation is the schematic ID.
+	ImageFactorySchematicAnnotation = "talon.dev/image-factory-schematic"
+	// ImageFactoryInstallerAnnotation is the installer image.
+	ImageFactoryInstallerAnnotation = "talon.dev/image-factory-installer"
+	// ImageFactoryVersionAnnotation is the Talos release of the installer.
+	ImageFactoryVersionAnnotation = "talon.dev/image-factory-version"
+)

@@ -94,6 +94,7 @@ type Asset struct {
 }
 
 // ImageFactory names boot assets built by a Talos Image Factory.
+// +kubebuilder:validation:XValidation:rule="has(self.schematic) == has(self.version)",message="set schematic and version together, or neither to use the schematic of the Machine's TalosConfig"
 type ImageFactory struct {
 	// url is the Image Factory's address.
 	// +optional
@@ -102,15 +103,29 @@ type ImageFactory struct {
 	// +kubebuilder:validation:Pattern=`^https?://[^\s]+$`
 	URL string `json:"url,omitempty"`
 
-	// schematic is the schematic ID, 64 hexadecimal digits.
-	// +required
+	// schematic is the schematic ID, 64 hexadecimal digits. Unset, with version, means the
+	// schematic and release the Machine's TalosConfig resolved (its status.imageFactory), so
+	// that the host boots the image it installs.
+	// +optional
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
 	Schematic string `json:"schematic,omitempty"`
 
-	// version is the Talos version, e.g. v1.13.3.
-	// +required
+	// version is the Talos version, e.g. v1.14.1.
+	// +optional
 	// +kubebuilder:validation:Pattern=`^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`
 	Version string `json:"version,omitempty"`
+
+	// kernelSHA512 and initramfsSHA512 are the assets' SHA-512 (128 hexadecimal digits); a
+	// download that does not match is discarded and the host does not boot. The factory
+	// publishes no checksums: without them the first download is the one kept.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{128}$`
+	KernelSHA512 string `json:"kernelSHA512,omitempty"`
+
+	// initramfsSHA512 is the initramfs' SHA-512; see kernelSHA512.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{128}$`
+	InitramfsSHA512 string `json:"initramfsSHA512,omitempty"`
 }
 
 // TalosMetalMachineStatus is the observed state of the node.

@@ -19,6 +19,7 @@ package configgen
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch"
@@ -86,7 +87,10 @@ func hostnamePatch(hostname string, contract *config.VersionContract) (configpat
 
 // setInstaller makes image the installer of cfg, where the config says how to install:
 // the UnattendedInstallConfig document when there is one (the v1.14 contract with an install
-// disk), machine.install otherwise.
+// disk), machine.install when it is set. A config that says neither (the v1.14 contract,
+// whose install disk the boot service adds when it serves the config) is left as it is: the
+// boot service adds the installer with the disk (Inventory, from the data Secret's
+// annotations).
 func setInstaller(cfg config.Provider, image string) (config.Provider, error) {
 	value, err := json.Marshal(image)
 	if err != nil {
@@ -97,6 +101,15 @@ func setInstaller(cfg config.Provider, image string) (config.Provider, error) {
 	for _, d := range cfg.Documents() {
 		if d.Kind() == "UnattendedInstallConfig" {
 			op.Path, document = "/installer/image", bootstrapv1.ConfigDocumentRef{Kind: d.Kind()}
+		}
+	}
+	if document.Kind == "" {
+		legacy, err := LegacyFields(cfg)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(legacy, ".machine.install") {
+			return cfg, nil
 		}
 	}
 	raw, err := json.Marshal([]bootstrapv1.ConfigPatch{op})

@@ -30,14 +30,6 @@ import (
 	"github.com/talon-capi/talon/internal/imagefactory"
 )
 
-// Annotations of a data Secret recording what Image Factory resolved for it: the Secret is
-// what survives "clusterctl move", and status is restored from it.
-const (
-	schematicAnnotation = "talon.dev/image-factory-schematic"
-	installerAnnotation = "talon.dev/image-factory-installer"
-	releaseAnnotation   = "talon.dev/image-factory-version"
-)
-
 // imageFactoryRetry is how soon a TalosConfig asks an unavailable Image Factory again.
 const imageFactoryRetry = 20 * time.Second
 
@@ -102,14 +94,14 @@ func imageFactoryAnnotations(s bootstrapv1.ImageFactoryStatus) map[string]string
 	if s == (bootstrapv1.ImageFactoryStatus{}) {
 		return nil
 	}
-	return map[string]string{schematicAnnotation: s.SchematicID, installerAnnotation: s.Installer, releaseAnnotation: s.Version}
+	return map[string]string{bootstrapv1.ImageFactorySchematicAnnotation: s.SchematicID, bootstrapv1.ImageFactoryInstallerAnnotation: s.Installer, bootstrapv1.ImageFactoryVersionAnnotation: s.Version}
 }
 
 // imageFactoryFromSecret reads what imageFactoryAnnotations recorded.
 func imageFactoryFromSecret(s *corev1.Secret) bootstrapv1.ImageFactoryStatus {
 	return bootstrapv1.ImageFactoryStatus{
-		SchematicID: s.Annotations[schematicAnnotation],
-		Installer:   s.Annotations[installerAnnotation],
-		Version:     s.Annotations[releaseAnnotation],
+		SchematicID: s.Annotations[bootstrapv1.ImageFactorySchematicAnnotation],
+		Installer:   s.Annotations[bootstrapv1.ImageFactoryInstallerAnnotation],
+		Version:     s.Annotations[bootstrapv1.ImageFactoryVersionAnnotation],
 	}
 }

@@ -122,7 +122,7 @@ func TestImageFactoryInstallers(t *testing.T) {
 	t.Log("The status is restored from the data Secret, which clusterctl move carries")
 	secret := &corev1.Secret{}
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: *down.Status.DataSecretName}, secret)).To(Succeed())
-	g.Expect(secret.Annotations).To(HaveKeyWithValue("talon.dev/image-factory-installer", down.Status.ImageFactory.Installer))
+	g.Expect(secret.Annotations).To(HaveKeyWithValue(bootstrapv1.ImageFactoryInstallerAnnotation, down.Status.ImageFactory.Installer))
 
 	t.Log("An unknown extension: refused with its name before a schematic is created; fixing the spec writes the config")
 	created := factory.SchematicsCreated()
