@@ -192,6 +192,7 @@ func NewNode(opts Options) (*Node, error) {
 		opts.TalosVersion = DefaultTalosVersion
 	}
 	if _, err := talosconfig.ParseContractFromVersion(opts.TalosVersion); err != nil {
+		//nolint:staticcheck // ST1005: the message starts with a name, Talos.
 		return nil, fmt.Errorf("Talos version %q is not a version like %s: %w", opts.TalosVersion, DefaultTalosVersion, err)
 	}
 	if opts.RebootDelay == 0 {

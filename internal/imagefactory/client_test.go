@@ -67,7 +67,7 @@ func TestResolveAgainstALocalFactory(t *testing.T) {
 
 func TestUnreachableFactory(t *testing.T) {
 	g := NewWithT(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	g.Expect(err).NotTo(HaveOccurred())
 	address := l.Addr().String()
 	g.Expect(l.Close()).To(Succeed())

@@ -82,6 +82,7 @@ func CheckKubernetes(talosVersion, kubernetesVersion string) error {
 	}
 	k.Pre, k.Build = nil, nil
 	if k.LT(support.MinKubernetes) || k.GT(support.MaxKubernetes) {
+		//nolint:staticcheck // ST1005: the message starts with a name, Kubernetes.
 		return fmt.Errorf("Kubernetes %s is not supported on Talos %s, which runs Kubernetes %s", kubernetesVersion, contract, support.KubernetesWindow())
 	}
 	return nil

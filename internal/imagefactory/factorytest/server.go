@@ -134,7 +134,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			list = append(list, extension{Name: name, Ref: "ghcr.io/" + name + ":" + parts[1], Digest: "sha256:" + hex.EncodeToString(sum[:]), Author: "Sidero Labs"})
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(list)
+		if err := json.NewEncoder(w).Encode(list); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
 	case r.Method == http.MethodPost && len(parts) == 1 && parts[0] == "schematics":
 		s.createSchematic(w, r)
 	case r.Method == http.MethodGet && len(parts) == 2 && parts[0] == "schematics":
@@ -146,7 +148,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && len(parts) == 4 && parts[0] == "image":
 		id, version, name := parts[1], parts[2], parts[3]
 		_, known := s.extensions[version]
-		if s.Schematic(id) == nil || !known || !(strings.HasPrefix(name, "kernel-") || strings.HasPrefix(name, "initramfs-")) {
+		if s.Schematic(id) == nil || !known || (!strings.HasPrefix(name, "kernel-") && !strings.HasPrefix(name, "initramfs-")) {
 			http.Error(w, "not found", http.StatusNotFound)
 			return
 		}
@@ -184,5 +186,7 @@ func (s *Server) createSchematic(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
-	_ = json.NewEncoder(w).Encode(map[string]string{"id": id})
+	if err := json.NewEncoder(w).Encode(map[string]string{"id": id}); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
 }
