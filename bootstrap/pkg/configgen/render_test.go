@@ -172,3 +172,23 @@ func TestInstallerGoesWhereTheContractInstallsFrom(t *testing.T) {
 		})
 	}
 }
+
+// TestJSONPatchOnHostnameConfig: from v1.12 the hostname lives in a HostnameConfig document,
+// which JSON patches address by kind.
+func TestJSONPatchOnHostnameConfig(t *testing.T) {
+	for _, version := range []string{"v1.12", "v1.13", "v1.14"} {
+		t.Run(version, func(t *testing.T) {
+			g := NewWithT(t)
+			hostname := bootstrapv1.ConfigDocumentRef{Kind: "HostnameConfig"}
+			spec := bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeWorker, TalosVersion: version, ConfigPatches: []bootstrapv1.ConfigPatch{
+				{Op: "replace", Path: "/auto", Value: jsonValue(`"off"`), Document: hostname},
+				{Op: "add", Path: "/hostname", Value: jsonValue(`"storage-1"`), Document: hostname},
+			}}
+			out, err := Render(testBundle(), testCluster, Machine{Spec: spec, Mode: ModeContainer})
+			g.Expect(err).NotTo(HaveOccurred())
+			cfg, err := configloader.NewFromBytes(out)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(cfg.NetworkHostnameConfig().Hostname()).To(Equal("storage-1"))
+		})
+	}
+}

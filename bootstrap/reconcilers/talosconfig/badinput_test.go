@@ -75,6 +75,20 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 			want: "spec.data: Required value: generateType none uses spec.data as the complete machine config",
 		},
 		{
+			name: "a JSON patch on a path a v1.14 document does not have",
+			spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeWorker, TalosVersion: "v1.14", ConfigPatches: []bootstrapv1.ConfigPatch{
+				{Op: "replace", Path: "/nosuch", Value: &apiextensionsv1.JSON{Raw: []byte(`1`)}, Document: bootstrapv1.ConfigDocumentRef{Kind: "KubeletConfig"}},
+			}},
+			want: "configPatches[0] (replace /nosuch in the KubeletConfig document) makes the document invalid: error decoding document v1alpha1/KubeletConfig/ (line 1): unknown keys found during decoding: nosuch: 1",
+		},
+		{
+			name: "a JSON patch removing a HostnameConfig field that is not there",
+			spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeWorker, TalosVersion: "v1.14", ConfigPatches: []bootstrapv1.ConfigPatch{
+				{Op: "remove", Path: "/hostname", Document: bootstrapv1.ConfigDocumentRef{Kind: "HostnameConfig"}},
+			}},
+			want: "configPatches[0] (remove /hostname in the HostnameConfig document) does not apply",
+		},
+		{
 			name: "an Image Factory release older than the contract",
 			spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeWorker, TalosVersion: "v1.14",
 				ImageFactory: bootstrapv1.ImageFactorySpec{Version: "v1.13.3"}},
