@@ -87,16 +87,16 @@ func TestLifecycleAndFaults(t *testing.T) {
 	// MachineService.Upgrade: deprecated in favour of LifecycleService, still served by Talos
 	// 1.13 and called by today's Talos providers.
 	_, err := talos.MachineClient.Upgrade(
-		ctx, &machine.UpgradeRequest{Image: "ghcr.io/siderolabs/installer:v1.13.4"})
+		ctx, &machine.UpgradeRequest{Image: "factory.talos.dev/metal-installer/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.14.2"})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Eventually(func() (string, error) { return version(ctx, talos) }, time.Minute, 500*time.Millisecond).Should(Equal("v1.13.4"))
+	g.Eventually(func() (string, error) { return version(ctx, talos) }, time.Minute, 500*time.Millisecond).Should(Equal("v1.14.2"))
 	g.Eventually(func() (string, error) {
 		node, err := kube.CoreV1().Nodes().Get(ctx, "worker-0", metav1.GetOptions{})
 		if err != nil {
 			return "", err
 		}
 		return node.Status.NodeInfo.OSImage, nil
-	}, time.Minute, time.Second).Should(ContainSubstring("v1.13.4"))
+	}, time.Minute, time.Second).Should(ContainSubstring("v1.14.2"))
 
 	t.Log("A staged config takes effect at the next reboot, not before")
 	staged := simtest.Render(t, bootstrapv1.GenerateTypeWorker, "worker-0", cpAddress, bootstrapv1.ConfigPatch{

@@ -19,6 +19,9 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"strings"
+
+	"github.com/blang/semver/v4"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -120,12 +123,12 @@ func validateImageFactory(spec bootstrapv1.TalosConfigSpec, path *field.Path) fi
 	if spec.ImageFactory.Version == "" {
 		return nil
 	}
-	release, err := configgen.ParseContract(spec.ImageFactory.Version)
+	release, err := semver.ParseTolerant(strings.TrimPrefix(spec.ImageFactory.Version, "v"))
 	if err != nil {
-		return field.ErrorList{field.Invalid(path.Child("version"), spec.ImageFactory.Version, err.Error())}
+		return field.ErrorList{field.Invalid(path.Child("version"), spec.ImageFactory.Version, "must be a Talos release like v1.14.1")}
 	}
 	contract, err := configgen.ParseContract(spec.TalosVersion)
-	if err == nil && contract.Greater(release) {
+	if err == nil && (release.Major < uint64(contract.Major) || (release.Major == uint64(contract.Major) && release.Minor < uint64(contract.Minor))) {
 		return field.ErrorList{field.Invalid(path.Child("version"), spec.ImageFactory.Version, fmt.Sprintf(
 			"Talos %s is older than the config contract %s: its nodes would refuse the config; install %s or later, or lower talosVersion",
 			spec.ImageFactory.Version, contract, contract))}

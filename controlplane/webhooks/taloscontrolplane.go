@@ -19,6 +19,7 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -43,8 +44,8 @@ import (
 // +kubebuilder:webhook:verbs=create;update,path=/validate-controlplane-cluster-x-k8s-io-v1beta1-taloscontrolplane,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,groups=controlplane.cluster.x-k8s.io,resources=taloscontrolplanes,versions=v1beta1,name=validation.taloscontrolplane.controlplane.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
 // +kubebuilder:webhook:verbs=create;update,path=/validate-controlplane-cluster-x-k8s-io-v1beta1-taloscontrolplanetemplate,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,groups=controlplane.cluster.x-k8s.io,resources=taloscontrolplanetemplates,versions=v1beta1,name=validation.taloscontrolplanetemplate.controlplane.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
 
-// +kubebuilder:webhook:verbs=create,path=/mutate-controlplane-cluster-x-k8s-io-v1beta1-taloscontrolplane,mutating=true,failurePolicy=fail,matchPolicy=Equivalent,groups=controlplane.cluster.x-k8s.io,resources=taloscontrolplanes,versions=v1beta1,name=default.taloscontrolplane.controlplane.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
-// +kubebuilder:webhook:verbs=create,path=/mutate-controlplane-cluster-x-k8s-io-v1beta1-taloscontrolplanetemplate,mutating=true,failurePolicy=fail,matchPolicy=Equivalent,groups=controlplane.cluster.x-k8s.io,resources=taloscontrolplanetemplates,versions=v1beta1,name=default.taloscontrolplanetemplate.controlplane.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
+// +kubebuilder:webhook:verbs=create;update,path=/mutate-controlplane-cluster-x-k8s-io-v1beta1-taloscontrolplane,mutating=true,failurePolicy=fail,matchPolicy=Equivalent,groups=controlplane.cluster.x-k8s.io,resources=taloscontrolplanes,versions=v1beta1,name=default.taloscontrolplane.controlplane.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
+// +kubebuilder:webhook:verbs=create;update,path=/mutate-controlplane-cluster-x-k8s-io-v1beta1-taloscontrolplanetemplate,mutating=true,failurePolicy=fail,matchPolicy=Equivalent,groups=controlplane.cluster.x-k8s.io,resources=taloscontrolplanetemplates,versions=v1beta1,name=default.taloscontrolplanetemplate.controlplane.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
 
 // TalosControlPlane validates TalosControlPlanes and pins the contract of new ones.
 type TalosControlPlane struct{}
@@ -54,10 +55,13 @@ var (
 	_ admission.Defaulter[*controlplanev1.TalosControlPlane] = &TalosControlPlane{}
 )
 
-// Default pins the contract of a TalosControlPlane being created (webhooks.PinContract).
-func (w *TalosControlPlane) Default(_ context.Context, tcp *controlplanev1.TalosControlPlane) error {
-	bootstrapwebhooks.PinContract(&tcp.Spec.ControlPlaneConfig)
-	return nil
+// Default records the contract of a TalosControlPlane (webhooks.PinContract).
+func (w *TalosControlPlane) Default(ctx context.Context, tcp *controlplanev1.TalosControlPlane) error {
+	return bootstrapwebhooks.PinContract(ctx, tcp,
+		func(tcp *controlplanev1.TalosControlPlane) *bootstrapv1.TalosConfigSpec {
+			return &tcp.Spec.ControlPlaneConfig
+		},
+		bootstrapwebhooks.DecodeAs(func() *controlplanev1.TalosControlPlane { return &controlplanev1.TalosControlPlane{} }))
 }
 
 // SetupWebhookWithManager registers the webhook with mgr.
@@ -86,6 +90,12 @@ func (w *TalosControlPlane) ValidateUpdate(_ context.Context, oldTCP, newTCP *co
 	}
 	errs := validate(newTCP)
 	spec := field.NewPath("spec")
+	if oldTCP.Spec.Version == newTCP.Spec.Version && oldTCP.Spec.ControlPlaneConfig.TalosVersion == newTCP.Spec.ControlPlaneConfig.TalosVersion {
+		// A control plane already outside its window (made before the check) may still scale.
+		errs = slices.DeleteFunc(errs, func(e *field.Error) bool {
+			return e.Field == spec.Child("version").String() && e.Type == field.ErrorTypeInvalid
+		})
+	}
 	if oldV, err := version.ParseSemantic(oldTCP.Spec.Version); err == nil {
 		if newV, err := version.ParseSemantic(newTCP.Spec.Version); err == nil {
 			switch {
@@ -174,10 +184,13 @@ var (
 	_ admission.Defaulter[*controlplanev1.TalosControlPlaneTemplate] = &TalosControlPlaneTemplate{}
 )
 
-// Default pins the contract of a TalosControlPlaneTemplate being created.
-func (w *TalosControlPlaneTemplate) Default(_ context.Context, t *controlplanev1.TalosControlPlaneTemplate) error {
-	bootstrapwebhooks.PinContract(&t.Spec.Template.Spec.ControlPlaneConfig)
-	return nil
+// Default records the contract of a TalosControlPlaneTemplate (webhooks.PinContract).
+func (w *TalosControlPlaneTemplate) Default(ctx context.Context, t *controlplanev1.TalosControlPlaneTemplate) error {
+	return bootstrapwebhooks.PinContract(ctx, t,
+		func(t *controlplanev1.TalosControlPlaneTemplate) *bootstrapv1.TalosConfigSpec {
+			return &t.Spec.Template.Spec.ControlPlaneConfig
+		},
+		bootstrapwebhooks.DecodeAs(func() *controlplanev1.TalosControlPlaneTemplate { return &controlplanev1.TalosControlPlaneTemplate{} }))
 }
 
 // SetupWebhookWithManager registers the webhook with mgr.

@@ -21,6 +21,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -166,7 +167,7 @@ func TestBadInputIsRejected(t *testing.T) {
 		got.Spec.ControlPlaneConfig.TalosVersion = "v1.12"
 		g.Expect(env.Client.Update(ctx, got)).To(Succeed())
 	})
-	t.Run("the contract is recorded at creation and is not cleared", func(t *testing.T) {
+	t.Run("the contract is recorded at creation and kept on updates that leave it out", func(t *testing.T) {
 		g := NewWithT(t)
 		tcp := controlPlane(ns, "pinned")
 		g.Expect(tcp.Spec.ControlPlaneConfig.TalosVersion).To(BeEmpty())
@@ -175,12 +176,23 @@ func TestBadInputIsRejected(t *testing.T) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), got)).To(Succeed())
 		g.Expect(got.Spec.ControlPlaneConfig.TalosVersion).To(Equal("v1.14"))
 		got.Spec.ControlPlaneConfig.TalosVersion = ""
-		g.Expect(env.Client.Update(ctx, got)).To(MatchError(ContainSubstring("spec.controlPlaneConfig.talosVersion")))
+		got.Spec.Replicas = ptr.To[int32](5)
+		g.Expect(env.Client.Update(ctx, got)).To(Succeed())
+		g.Expect(got.Spec.ControlPlaneConfig.TalosVersion).To(Equal("v1.14"), "an update without it keeps the recorded contract")
 
 		tmpl := &controlplanev1.TalosControlPlaneTemplate{ObjectMeta: metav1.ObjectMeta{Name: "pinned", Namespace: ns}}
 		tmpl.Spec.Template.Spec.ControlPlaneConfig.GenerateType = bootstrapv1.GenerateTypeControlPlane
 		g.Expect(env.Client.Create(ctx, tmpl)).To(Succeed())
 		g.Expect(tmpl.Spec.Template.Spec.ControlPlaneConfig.TalosVersion).To(Equal("v1.14"))
+	})
+	t.Run("an object created with owners (clusterctl move, a ClusterClass) keeps its unrecorded contract", func(t *testing.T) {
+		g := NewWithT(t)
+		owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner", Namespace: ns}}
+		g.Expect(env.Client.Create(ctx, owner)).To(Succeed())
+		tcp := controlPlane(ns, "moved")
+		tcp.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID}}
+		g.Expect(env.Client.Create(ctx, tcp)).To(Succeed())
+		g.Expect(tcp.Spec.ControlPlaneConfig.TalosVersion).To(BeEmpty(), "an empty talosVersion keeps meaning v1.13, the contract its nodes were made with")
 	})
 	t.Run("templates: an invalid config is refused, a ClusterClass dry run passes", func(t *testing.T) {
 		g := NewWithT(t)

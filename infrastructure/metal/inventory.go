@@ -201,8 +201,9 @@ func patchConfig(config []byte, providerID, disk, installer string) ([]byte, err
 	switch {
 	case disk == "":
 	case kinds["UnattendedInstallConfig"] || (kinds["KubeletConfig"] && !slices.Contains(legacy, ".machine.install")):
+		// wipe: false as machinery's generation writes it (Talos' default is to wipe the disk).
 		doc := "apiVersion: v1alpha1\nkind: UnattendedInstallConfig\nprovisioning:\n  diskSelector:\n    match: " +
-			strconv.Quote("disk.dev_path == "+strconv.Quote(disk)) + "\n"
+			strconv.Quote("disk.dev_path == "+strconv.Quote(disk)) + "\n  wipe: false\n"
 		if installer != "" && !kinds["UnattendedInstallConfig"] {
 			doc += "installer:\n  image: " + strconv.Quote(installer) + "\n"
 		}

@@ -410,10 +410,15 @@ func (r *MachineReconciler) bootAssetsOf(ctx context.Context, machine *clusterv1
 	}
 	schematic, _, _ := unstructured.NestedString(config.Object, "status", "imageFactory", "schematicID")
 	version, _, _ := unstructured.NestedString(config.Object, "status", "imageFactory", "version")
+	factoryURL, _, _ := unstructured.NestedString(config.Object, "status", "imageFactory", "url")
 	if schematic == "" || version == "" {
 		return assets, fmt.Errorf("TalosConfig %s has resolved no Image Factory schematic (status.imageFactory): give it spec.imageFactory or the v1.14 contract, or name a schematic in spec.bootAssets.imageFactory", ref.Name)
 	}
 	f.Schematic, f.Version = schematic, version
+	if factoryURL != "" {
+		// The factory that knows the schematic: the bootstrap manager's, maybe not the public one.
+		f.URL = factoryURL
+	}
 	return assets, nil
 }
 

@@ -58,6 +58,7 @@ func TestServedConfigKeepsItsContract(t *testing.T) {
 				g.Expect(configgen.LegacyFields(cfg)).To(BeEmpty(), "%s", served)
 				g.Expect(cfg.UnattendedInstallConfig().VolumeSelector().String()).To(ContainSubstring(`"/dev/nvme0n1"`))
 				g.Expect(cfg.UnattendedInstallConfig().InstallerImage()).To(Equal(installer))
+				g.Expect(cfg.UnattendedInstallConfig().VolumeWipe()).To(BeFalse(), "the disk is not wiped, as machinery's own generation has it")
 			} else {
 				g.Expect(cfg.Machine().Install().Disk()).To(Equal("/dev/nvme0n1"))
 			}

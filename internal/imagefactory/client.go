@@ -104,6 +104,9 @@ type RejectedError struct {
 }
 
 func (e *RejectedError) Error() string {
+	if strings.Contains(e.Reason, "/extensions/official answered 404") {
+		return fmt.Sprintf("Image Factory %s does not build this Talos release: %s", e.URL, e.Reason)
+	}
 	return fmt.Sprintf("Image Factory %s refused the request: %s", e.URL, e.Reason)
 }
 
@@ -197,15 +200,17 @@ type Resolved struct {
 	Installer string
 }
 
-// Resolve checks the schematic's extensions against the factory's list for version, creates
-// the schematic and names its installer image; secureBoot selects the SecureBoot installer.
-// Nothing is created when an extension is unknown.
+// Resolve checks that the factory builds version and offers the schematic's extensions for
+// it (its list of official extensions), creates the schematic and names its installer image;
+// secureBoot selects the SecureBoot installer. Nothing is created when an extension is
+// unknown.
 func (c *Client) Resolve(ctx context.Context, s Schematic, version string, secureBoot bool) (Resolved, error) {
-	if s.Customization.SystemExtensions != nil && len(s.Customization.SystemExtensions.OfficialExtensions) > 0 {
-		offered, err := c.OfficialExtensions(ctx, version)
-		if err != nil {
-			return Resolved{}, err
-		}
+	// Asked even without extensions: it is how the factory says whether it builds the release.
+	offered, err := c.OfficialExtensions(ctx, version)
+	if err != nil {
+		return Resolved{}, err
+	}
+	if s.Customization.SystemExtensions != nil {
 		var unknown []string
 		for _, name := range s.Customization.SystemExtensions.OfficialExtensions {
 			if !slices.Contains(offered, name) {
@@ -265,7 +270,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, okCod
 	if err != nil {
 		return nil, &UnavailableError{URL: c.URL, Err: err}
 	}
-	if resp.StatusCode >= 400 && resp.StatusCode < 500 {
+	if resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusRequestTimeout && resp.StatusCode != http.StatusTooManyRequests {
 		return nil, &RejectedError{URL: c.URL, Reason: fmt.Sprintf("%s %s answered %s: %s", method, path, resp.Status, strings.TrimSpace(string(answer)))}
 	}
 	if !slices.Contains(okCodes, resp.StatusCode) {

@@ -97,6 +97,10 @@ func on(address string, args ...string) []string {
 
 // TestTalosctl builds a 3 + 1 simulated cluster with talosctl alone and runs talosctl's
 // commands against it in order, one subtest per command; a failed step stops the rest.
+// conformanceTalosVersion is the Talos version of the simulated nodes: the newest patch of
+// talosctl's minor (bin/talosctl is v1.13.0).
+const conformanceTalosVersion = "v1.13.3"
+
 func TestTalosctl(t *testing.T) {
 	binary, err := envtest.Binary("talosctl")
 	require.Layer(t, Layer, err)
@@ -114,8 +118,12 @@ func TestTalosctl(t *testing.T) {
 		// A reboot keeps the node down for 3 s: talosctl's tracker looks for the node's new
 		// boot once a second and, finding it up already, would wait only for events newer
 		// than its reconnect (a real node takes far longer to reboot).
+		// The nodes run the Talos version of the talosctl the suite drives: talosctl refuses to
+		// upgrade Kubernetes on nodes newer than itself ("compatibility with version 1.14.1 is
+		// not supported"), as it should.
 		n, err := sim.NewNode(sim.Options{
 			Address: address, StateDir: t.TempDir(), BinDir: envtest.BinDir(), RebootDelay: 3 * time.Second, Mode: mode,
+			TalosVersion: conformanceTalosVersion,
 			Log: testr.NewWithOptions(t, testr.Options{Verbosity: 1}),
 		})
 		if err != nil {

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 
 	"testing"
 
@@ -169,7 +170,13 @@ func randomHubSpec(r *rand.Rand) bootstrapv1.TalosConfigSpec {
 		if r.IntN(2) == 0 {
 			p.Value = &apiextensionsv1.JSON{Raw: randomJSON(r)}
 		}
+		if r.IntN(2) == 0 {
+			p.Document = bootstrapv1.ConfigDocumentRef{Kind: roundtrip.Some(r, "KubeletConfig", "LinkConfig"), Name: roundtrip.Some(r, "", "eth0")}
+		}
 		s.ConfigPatches = append(s.ConfigPatches, p)
+	}
+	if r.IntN(2) == 0 {
+		s.ImageFactory = bootstrapv1.ImageFactorySpec{Version: "v1.14.1", Extensions: []string{word(r)}, SecureBoot: boolPtr(r.IntN(2) == 0)}
 	}
 	return s
 }
@@ -179,6 +186,12 @@ func randomHubStatus(r *rand.Rand) bootstrapv1.TalosConfigStatus {
 	if r.IntN(2) == 0 {
 		s.Initialization.DataSecretCreated = boolPtr(true)
 		s.DataSecretName = strPtr("tc-bootstrap-data")
+	}
+	if r.IntN(2) == 0 {
+		s.ImageFactory = bootstrapv1.ImageFactoryStatus{SchematicID: strings.Repeat("ab", 32), Installer: "f/metal-installer/x:v1.14.1", Version: "v1.14.1", URL: "https://f"}
+	}
+	if r.IntN(2) == 0 {
+		s.ImageFactory = bootstrapv1.ImageFactoryStatus{SchematicID: strings.Repeat("ab", 32), Installer: "f/metal-installer/x:v1.14.1", Version: "v1.14.1", URL: "https://f"}
 	}
 	for i := range r.IntN(3) {
 		s.Conditions = append(s.Conditions, metav1.Condition{

@@ -80,4 +80,6 @@ const (
 	ImageFactoryInstallerAnnotation = "talon.dev/image-factory-installer"
 	// ImageFactoryVersionAnnotation is the Talos release of the installer.
 	ImageFactoryVersionAnnotation = "talon.dev/image-factory-version"
+	// ImageFactoryURLAnnotation is the factory the schematic was created at.
+	ImageFactoryURLAnnotation = "talon.dev/image-factory-url"
 )

@@ -264,6 +264,12 @@ type ImageFactoryStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	Version string `json:"version,omitempty"`
+
+	// url is the Image Factory the schematic was created at; a TalosMetalMachine that boots
+	// this schematic downloads its kernel and initramfs from there.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	URL string `json:"url,omitempty"`
 }
 
 // TalosConfigInitializationStatus carries the contract's initialization flags.

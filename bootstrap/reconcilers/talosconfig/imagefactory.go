@@ -51,7 +51,7 @@ func (r *Reconciler) resolveImageFactory(ctx context.Context, spec bootstrapv1.T
 	if err != nil {
 		return bootstrapv1.ImageFactoryStatus{}, err
 	}
-	return bootstrapv1.ImageFactoryStatus{SchematicID: resolved.SchematicID, Installer: resolved.Installer, Version: release}, nil
+	return bootstrapv1.ImageFactoryStatus{SchematicID: resolved.SchematicID, Installer: resolved.Installer, Version: release, URL: client.URL}, nil
 }
 
 // schematicOf is the Image Factory schematic spec asks for.
@@ -94,7 +94,10 @@ func imageFactoryAnnotations(s bootstrapv1.ImageFactoryStatus) map[string]string
 	if s == (bootstrapv1.ImageFactoryStatus{}) {
 		return nil
 	}
-	return map[string]string{bootstrapv1.ImageFactorySchematicAnnotation: s.SchematicID, bootstrapv1.ImageFactoryInstallerAnnotation: s.Installer, bootstrapv1.ImageFactoryVersionAnnotation: s.Version}
+	return map[string]string{
+		bootstrapv1.ImageFactorySchematicAnnotation: s.SchematicID, bootstrapv1.ImageFactoryInstallerAnnotation: s.Installer,
+		bootstrapv1.ImageFactoryVersionAnnotation: s.Version, bootstrapv1.ImageFactoryURLAnnotation: s.URL,
+	}
 }
 
 // imageFactoryFromSecret reads what imageFactoryAnnotations recorded.
@@ -103,5 +106,6 @@ func imageFactoryFromSecret(s *corev1.Secret) bootstrapv1.ImageFactoryStatus {
 		SchematicID: s.Annotations[bootstrapv1.ImageFactorySchematicAnnotation],
 		Installer:   s.Annotations[bootstrapv1.ImageFactoryInstallerAnnotation],
 		Version:     s.Annotations[bootstrapv1.ImageFactoryVersionAnnotation],
+		URL:         s.Annotations[bootstrapv1.ImageFactoryURLAnnotation],
 	}
 }
