@@ -124,7 +124,7 @@ func TestTalosctl(t *testing.T) {
 		n, err := sim.NewNode(sim.Options{
 			Address: address, StateDir: t.TempDir(), BinDir: envtest.BinDir(), RebootDelay: 3 * time.Second, Mode: mode,
 			TalosVersion: conformanceTalosVersion,
-			Log: testr.NewWithOptions(t, testr.Options{Verbosity: 1}),
+			Log:          testr.NewWithOptions(t, testr.Options{Verbosity: 1}),
 		})
 		if err != nil {
 			t.Fatal(err)
