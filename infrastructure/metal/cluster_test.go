@@ -39,6 +39,7 @@ import (
 
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,6 +55,7 @@ import (
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
+	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
 	bootstrapsetup "github.com/talon-capi/talon/bootstrap/setup"
 	controlplanesetup "github.com/talon-capi/talon/controlplane/setup"
 	"github.com/talon-capi/talon/infrastructure/docker/runtime"
@@ -470,14 +472,6 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 		g.Expect(body).To(BeEmpty())
 	}
 	g.Expect(seen).To(HaveLen(5))
-	// The host's install-disk hint reached its config; the others install where the template says.
-	installed, err := os.ReadFile(filepath.Join(l.hosts["cp-3"].stateDir, "config.yaml"))
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(string(installed)).To(ContainSubstring("disk: /dev/nvme0n1"))
-	g.Expect(string(installed)).To(ContainSubstring("provider-id: "+metal.ProviderID(namespace, "cp-3")), "the kubelet registers its Node linked")
-	installed, err = os.ReadFile(filepath.Join(l.hosts["cp-1"].stateDir, "config.yaml"))
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(string(installed)).To(ContainSubstring("disk: /dev/sda"))
 	// Under the v1.14 contract every node installs from the Image Factory installer its
 	// TalosConfig resolved.
 	configs := &bootstrapv1.TalosConfigList{}
@@ -486,7 +480,20 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 	for _, config := range configs.Items {
 		g.Expect(config.Status.ImageFactory.Installer).To(MatchRegexp(`/metal-installer/[0-9a-f]{64}:v1\.14\.1$`), "TalosConfig %s", config.Name)
 	}
-	g.Expect(string(installed)).To(ContainSubstring("image: " + configs.Items[0].Status.ImageFactory.Installer))
+	// The host's own install disk reached its config, the others install on the template's;
+	// both in the v1.14 form, with the installer and none of the fields it replaces.
+	for host, disk := range map[string]string{"cp-3": "/dev/nvme0n1", "cp-1": "/dev/sda"} {
+		installed, err := os.ReadFile(filepath.Join(l.hosts[host].stateDir, "config.yaml"))
+		g.Expect(err).NotTo(HaveOccurred())
+		cfg, err := configloader.NewFromBytes(installed)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(configgen.LegacyFields(cfg)).To(BeEmpty(), "%s: %s", host, installed)
+		g.Expect(cfg.UnattendedInstallConfig()).NotTo(BeNil(), "%s: %s", host, installed)
+		g.Expect(cfg.UnattendedInstallConfig().VolumeSelector().String()).To(ContainSubstring(`"`+disk+`"`), host)
+		g.Expect(cfg.UnattendedInstallConfig().InstallerImage()).To(Equal(configs.Items[0].Status.ImageFactory.Installer), host)
+		g.Expect(cfg.K8sKubeletConfig().ExtraArgs()).To(HaveKeyWithValue("provider-id", []string{metal.ProviderID(namespace, host)}),
+			"the kubelet registers its Node linked")
+	}
 
 	// Delete a worker: its host is reset through Talos (wiped, powered off) and Available.
 	md := &clusterv1.MachineDeployment{}
@@ -512,7 +519,7 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 		g.Expect(freed).NotTo(BeEmpty(), "a worker host is Available again")
 	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	t.Logf("Worker deleted and MetalHost %s wiped and Available after %s", freed, time.Since(start).Round(time.Second))
-	_, err = os.Stat(filepath.Join(l.hosts[freed].stateDir, "config.yaml"))
+	_, err := os.Stat(filepath.Join(l.hosts[freed].stateDir, "config.yaml"))
 	g.Expect(os.IsNotExist(err)).To(BeTrue(), "the reset wiped the host's disk")
 
 	// A new Machine reuses the host; its BMC is unreachable first: the Machine says so, naming

@@ -167,9 +167,11 @@ func (i *Inventory) BootstrapData(ctx context.Context, host types.NamespacedName
 	if err := i.Client.Get(ctx, types.NamespacedName{Namespace: machine.Namespace, Name: *machine.Spec.Bootstrap.DataSecretName}, secret); err != nil {
 		return nil, err
 	}
-	disk := m.Spec.InstallDisk
+	// The host's own disk is the most particular; the TalosMetalMachine's (a template's
+	// default) serves hosts that name none.
+	disk := h.Spec.InstallDisk
 	if disk == "" {
-		disk = h.Spec.InstallDisk
+		disk = m.Spec.InstallDisk
 	}
 	return patchConfig(secret.Data["value"], ProviderID(h.Namespace, h.Name), disk, secret.Annotations[bootstrapv1.ImageFactoryInstallerAnnotation])
 }
@@ -177,8 +179,10 @@ func (i *Inventory) BootstrapData(ctx context.Context, host types.NamespacedName
 // patchConfig sets the kubelet's provider-id and, unless disk is empty, the install disk in
 // a Talos config, each where the config's contract keeps it: the KubeletConfig and
 // UnattendedInstallConfig documents under the v1.14 contract, machine.kubelet and
-// machine.install before (writing both forms is refused by Talos). An UnattendedInstallConfig
-// it adds carries installer, the Image Factory installer the bootstrap provider resolved.
+// machine.install before (writing both forms is refused by Talos). A v1.14 config that would
+// install nothing (no disk and no UnattendedInstallConfig) installs to DefaultInstallDisk. An
+// UnattendedInstallConfig it adds carries installer, the Image Factory installer the
+// bootstrap provider resolved; one the config has already gets only the disk selector.
 func patchConfig(config []byte, providerID, disk, installer string) ([]byte, error) {
 	cfg, err := configloader.NewFromBytes(config)
 	if err != nil {
@@ -198,14 +202,24 @@ func patchConfig(config []byte, providerID, disk, installer string) ([]byte, err
 	} else {
 		docs = append(docs, "machine:\n  kubelet:\n    extraArgs:\n      provider-id: "+strconv.Quote(providerID)+"\n")
 	}
+	v114 := kinds["UnattendedInstallConfig"] || (kinds["KubeletConfig"] && !slices.Contains(legacy, ".machine.install"))
+	if disk == "" && v114 && !kinds["UnattendedInstallConfig"] {
+		// Under the v1.14 contract a config without an UnattendedInstallConfig installs
+		// nothing, and a PXE-booted host would boot the network image forever.
+		disk = configgen.DefaultInstallDisk
+	}
 	switch {
 	case disk == "":
-	case kinds["UnattendedInstallConfig"] || (kinds["KubeletConfig"] && !slices.Contains(legacy, ".machine.install")):
-		// wipe: false as machinery's generation writes it (Talos' default is to wipe the disk).
+	case v114:
 		doc := "apiVersion: v1alpha1\nkind: UnattendedInstallConfig\nprovisioning:\n  diskSelector:\n    match: " +
-			strconv.Quote("disk.dev_path == "+strconv.Quote(disk)) + "\n  wipe: false\n"
-		if installer != "" && !kinds["UnattendedInstallConfig"] {
-			doc += "installer:\n  image: " + strconv.Quote(installer) + "\n"
+			strconv.Quote("disk.dev_path == "+strconv.Quote(disk)) + "\n"
+		if !kinds["UnattendedInstallConfig"] {
+			// wipe: false as machinery's generation writes it (Talos' default is to wipe the
+			// disk); a config's own document keeps its wipe and installer.
+			doc += "  wipe: false\n"
+			if installer != "" {
+				doc += "installer:\n  image: " + strconv.Quote(installer) + "\n"
+			}
 		}
 		docs = append(docs, doc)
 	default:

@@ -65,3 +65,39 @@ func TestServedConfigKeepsItsContract(t *testing.T) {
 		})
 	}
 }
+
+// TestServedV114ConfigAlwaysInstalls: under the v1.14 contract a config served to a host
+// that names no disk still installs Talos (to the default disk), and an UnattendedInstallConfig
+// the config brings keeps its own wipe and installer when the host's disk is written into it.
+func TestServedV114ConfigAlwaysInstalls(t *testing.T) {
+	const installer = "factory.example.com/metal-installer/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.14.1"
+	render := func(g Gomega, patches ...string) []byte {
+		rendered, err := configgen.Render(simtest.Bundle(), configgen.Cluster{
+			Name: "metal", Endpoint: configgen.Endpoint{Host: "10.0.0.1", Port: 6443}, KubernetesVersion: simtest.KubernetesVersion,
+		}, configgen.Machine{Spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeWorker, TalosVersion: "v1.14", StrategicPatches: patches}, Mode: configgen.ModeMetal})
+		g.Expect(err).NotTo(HaveOccurred())
+		return rendered
+	}
+	t.Run("no disk anywhere", func(t *testing.T) {
+		g := NewWithT(t)
+		served, err := patchConfig(render(g), "talon-metal://ns/host-1", "", installer)
+		g.Expect(err).NotTo(HaveOccurred())
+		cfg, err := configloader.NewFromBytes(served)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(cfg.UnattendedInstallConfig()).NotTo(BeNil(), "the node installs Talos:\n%s", served)
+		g.Expect(cfg.UnattendedInstallConfig().VolumeSelector().String()).To(ContainSubstring(`"` + configgen.DefaultInstallDisk + `"`))
+		g.Expect(cfg.UnattendedInstallConfig().InstallerImage()).To(Equal(installer))
+	})
+	t.Run("the config's own install document", func(t *testing.T) {
+		g := NewWithT(t)
+		const own = "registry.example.com/talos/installer:v1.14.1"
+		rendered := render(g, "apiVersion: v1alpha1\nkind: UnattendedInstallConfig\nprovisioning:\n  diskSelector:\n    match: disk.size > 1u * TB\n  wipe: true\ninstaller:\n  image: "+own+"\n")
+		served, err := patchConfig(rendered, "talon-metal://ns/host-1", "/dev/nvme0n1", installer)
+		g.Expect(err).NotTo(HaveOccurred())
+		cfg, err := configloader.NewFromBytes(served)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(cfg.UnattendedInstallConfig().VolumeSelector().String()).To(ContainSubstring(`"/dev/nvme0n1"`), "the host's disk wins")
+		g.Expect(cfg.UnattendedInstallConfig().VolumeWipe()).To(BeTrue(), "the config's wipe is kept:\n%s", served)
+		g.Expect(cfg.UnattendedInstallConfig().InstallerImage()).To(Equal(own), "the config's installer is kept")
+	})
+}

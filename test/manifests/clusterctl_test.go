@@ -51,7 +51,8 @@ func TestClusterctlGeneratesACluster(t *testing.T) {
 
 // TestClusterctlGeneratesAMetalCluster: the metal flavor renders a TalosMetalCluster with the
 // endpoint, control-plane and worker TalosMetalMachineTemplates selecting hosts by role with
-// the boot assets, and the API server accepts every object in a server-side dry run.
+// the boot assets and the install disk, and the API server accepts every object in a
+// server-side dry run.
 func TestClusterctlGeneratesAMetalCluster(t *testing.T) {
 	g := NewWithT(t)
 	sum := strings.Repeat("0123456789abcdef", 8)
@@ -64,7 +65,10 @@ func TestClusterctlGeneratesAMetalCluster(t *testing.T) {
 	g.Expect(field("TalosMetalCluster", "spec", "controlPlaneEndpoint", "port")).To(BeEquivalentTo(6443))
 	g.Expect(field("TalosControlPlane", "spec", "replicas")).To(BeEquivalentTo(3))
 	g.Expect(field("TalosMetalMachineTemplate", "spec", "template", "spec", "bootAssets", "kernel", "sha512")).To(Equal(sum))
-	g.Expect(field("TalosControlPlane", "spec", "controlPlaneConfig", "strategicPatches")).To(ContainElement(ContainSubstring("disk: /dev/sda")))
+	g.Expect(field("TalosMetalMachineTemplate", "spec", "template", "spec", "installDisk")).To(Equal("/dev/sda"))
+	// The boot service writes the disk in the form of the config's contract; a patch of
+	// machine.install would be refused under the v1.14 contract.
+	g.Expect(field("TalosControlPlane", "spec", "controlPlaneConfig", "strategicPatches")).To(BeNil())
 }
 
 // generateCluster runs "clusterctl generate cluster demo" from Talon's repository with env

@@ -48,9 +48,9 @@ type MetalHostSpec struct {
 	// +kubebuilder:default=UEFI
 	Firmware Firmware `json:"firmware,omitempty"`
 
-	// installDisk is the disk Talos installs to, e.g. /dev/sda or /dev/nvme0n1. A
-	// TalosMetalMachine's installDisk overrides it; without either, the Machine's Talos config
-	// decides.
+	// installDisk is this host's disk for Talos, e.g. /dev/sda or /dev/nvme0n1. It
+	// overrides the TalosMetalMachine's installDisk and the Machine's Talos config; the boot
+	// service writes it where the config's contract keeps the install disk.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256

@@ -50,7 +50,8 @@ type TalosMetalMachineSpec struct {
 	// +kubebuilder:validation:items:Pattern=`^[^\s]+$`
 	ExtraKernelArgs []string `json:"extraKernelArgs,omitempty"`
 
-	// installDisk is the disk Talos installs to, e.g. /dev/sda; it overrides the host's.
+	// installDisk is the disk Talos installs to, e.g. /dev/sda, on a host whose MetalHost
+	// names none; it overrides the Machine's Talos config.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256

@@ -98,13 +98,19 @@ type Machine struct {
 	Hostname string
 	// Mode is the runtime the node runs in, for validation.
 	Mode Mode
-	// InstallDisk is the disk a metal node installs Talos to, e.g. /dev/sda; empty leaves it
-	// to the spec's patches, which must then set machine.install.disk or a disk selector.
+	// InstallDisk is the disk a metal node installs Talos to, e.g. /dev/sda. Empty leaves it
+	// to the spec's patches and the metal boot service, which writes the host's disk when it
+	// serves the config; before the v1.14 contract, whose machine.install always names a
+	// disk, a metal config then says DefaultInstallDisk until one of them changes it.
 	InstallDisk string
 	// Installer is the installer image a metal node installs and upgrades from, e.g. an Image
 	// Factory installer (ImageFactory); empty keeps what generation and patches give.
 	Installer string
 }
+
+// DefaultInstallDisk is the install disk of a metal config rendered before the v1.14
+// contract when nothing names one, as talosctl gen config writes it.
+const DefaultInstallDisk = "/dev/sda"
 
 // Render renders and validates the machine config of one machine of cluster from the
 // cluster's secrets bundle: generate for the requested contract, then the JSON patches,
@@ -188,8 +194,12 @@ func generateConfig(bundle *secrets.Bundle, cluster Cluster, m Machine, contract
 	if cluster.DNSDomain != "" {
 		opts = append(opts, generate.WithDNSDomain(cluster.DNSDomain))
 	}
-	if m.InstallDisk != "" {
-		opts = append(opts, generate.WithInstallDisk(m.InstallDisk))
+	disk := m.InstallDisk
+	if disk == "" && m.Mode == ModeMetal && !contract.UnattendedInstallConfig() {
+		disk = DefaultInstallDisk
+	}
+	if disk != "" {
+		opts = append(opts, generate.WithInstallDisk(disk))
 	}
 	input, err := generate.NewInput(cluster.Name, cluster.Endpoint.URL(), strings.TrimPrefix(cluster.KubernetesVersion, "v"), opts...)
 	if err != nil {

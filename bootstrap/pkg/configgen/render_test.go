@@ -173,6 +173,29 @@ func TestInstallerGoesWhereTheContractInstallsFrom(t *testing.T) {
 	}
 }
 
+// TestMetalConfigWithoutDisk: a metal config whose spec names no install disk (the metal
+// boot service adds the host's) renders for every contract: before v1.14, machine.install
+// names DefaultInstallDisk, as talosctl gen config does; under v1.14 the config has no install
+// section at all.
+func TestMetalConfigWithoutDisk(t *testing.T) {
+	for _, version := range []string{"v1.11", "v1.12", "v1.13", "v1.14"} {
+		t.Run(version, func(t *testing.T) {
+			g := NewWithT(t)
+			spec := bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane, TalosVersion: version}
+			out, err := Render(testBundle(), testCluster, Machine{Spec: spec, Mode: ModeMetal})
+			g.Expect(err).NotTo(HaveOccurred())
+			cfg, err := configloader.NewFromBytes(out)
+			g.Expect(err).NotTo(HaveOccurred())
+			if version == "v1.14" {
+				g.Expect(cfg.UnattendedInstallConfig()).To(BeNil())
+				g.Expect(LegacyFields(cfg)).To(BeEmpty())
+			} else {
+				g.Expect(cfg.Machine().Install().Disk()).To(Equal(DefaultInstallDisk))
+			}
+		})
+	}
+}
+
 // TestJSONPatchOnHostnameConfig: from v1.12 the hostname lives in a HostnameConfig document,
 // which JSON patches address by kind.
 func TestJSONPatchOnHostnameConfig(t *testing.T) {
