@@ -3,6 +3,7 @@ module github.com/talon-capi/talon
 go 1.26.5
 
 require (
+	github.com/blang/semver/v4 v4.0.0
 	github.com/bougou/go-ipmi v0.9.1
 	github.com/containerd/errdefs v1.0.0
 	github.com/cosi-project/runtime v1.16.3
@@ -56,7 +57,6 @@ require (
 	github.com/adrg/xdg v0.5.3 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
-	github.com/blang/semver/v4 v4.0.0 // indirect
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

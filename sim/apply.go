@@ -24,6 +24,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/blang/semver/v4"
 	"github.com/google/uuid"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	talosconfig "github.com/siderolabs/talos/pkg/machinery/config"
@@ -36,14 +37,24 @@ import (
 )
 
 // ApplyConfiguration validates a machine config and applies it in the mode asked for, with
-// Talos' rules. In maintenance mode every mode configures the node at once. Once configured:
-// no_reboot applies at once what Talos can apply without a reboot and refuses anything else
-// with the diff of what needs one; auto picks no_reboot or reboot by the same rule; reboot
-// persists the config and reboots; staged persists it for the next boot; try applies it at
-// once and rolls it back after the timeout unless another config is applied meanwhile. A dry
-// run answers with the mode it would take and the diff against the current config.
+// the rules of the node's Talos version. In maintenance mode every mode configures the node
+// at once. Once configured, before Talos 1.14: no_reboot applies at once what Talos can apply
+// without a reboot and refuses anything else with the diff of what needs one; auto picks
+// no_reboot or reboot by the same rule; reboot persists the config and reboots. From Talos
+// 1.14 every change applies at once: auto is no_reboot and reboot is refused (the client
+// reboots when it wants to). From Talos 1.13.3 a second apply while one runs is refused. Staged persists the config
+// for the next boot; try applies it at once and rolls it back after the timeout unless another
+// config is applied meanwhile. A dry run answers with the mode it would take and the diff
+// against the current config.
 func (s *machineService) ApplyConfiguration(ctx context.Context, req *machine.ApplyConfigurationRequest) (*machine.ApplyConfigurationResponse, error) {
 	n := s.node
+	decidesReboots := n.decidesReboots()
+	if n.guardsApply() {
+		if !s.applying.TryLock() {
+			return nil, status.Error(codes.FailedPrecondition, "another apply configuration is already in progress")
+		}
+		defer s.applying.Unlock()
+	}
 	cfg, err := configloader.NewFromBytes(req.GetData())
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -52,11 +63,17 @@ func (s *machineService) ApplyConfiguration(ctx context.Context, req *machine.Ap
 	if !inMaintenance && cfg.RawV1Alpha1() == nil {
 		return nil, status.Error(codes.InvalidArgument, "the applied machine configuration doesn't contain v1alpha1 config, did you mean to patch the machine config instead?")
 	}
+	mode := req.GetMode()
+	if !decidesReboots && !inMaintenance && mode == machine.ApplyConfigurationRequest_REBOOT {
+		return nil, status.Error(codes.Unimplemented, "the REBOOT mode is not supported, please use AUTO or NO_REBOOT modes instead")
+	}
 	if err := n.validate(req.GetData()); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	mode := req.GetMode()
-	if mode != machine.ApplyConfigurationRequest_TRY {
+	// Talos 1.13 keeps a config applied in try mode as soon as another apply is asked for;
+	// 1.14 only once it applies one (not on a dry run).
+	keepsTried := mode != machine.ApplyConfigurationRequest_TRY
+	if keepsTried && decidesReboots {
 		n.cancelRollback()
 	}
 	if inMaintenance && (mode == machine.ApplyConfigurationRequest_REBOOT || mode == machine.ApplyConfigurationRequest_AUTO) {
@@ -65,18 +82,25 @@ func (s *machineService) ApplyConfiguration(ctx context.Context, req *machine.Ap
 	details, detailsErr := "Applied configuration with a reboot", ""
 	switch mode {
 	case machine.ApplyConfigurationRequest_TRY, machine.ApplyConfigurationRequest_NO_REBOOT:
-		if err := n.canApplyImmediately(cfg); err != nil && !inMaintenance {
-			return nil, status.Error(codes.InvalidArgument, err.Error())
+		if decidesReboots && !inMaintenance {
+			if err := n.canApplyImmediately(cfg); err != nil {
+				return nil, status.Error(codes.InvalidArgument, err.Error())
+			}
 		}
 		details = "Applied configuration without a reboot"
 	case machine.ApplyConfigurationRequest_STAGED:
 		details = "Staged configuration to be applied after the next reboot"
 	case machine.ApplyConfigurationRequest_AUTO:
-		if err := n.canApplyImmediately(cfg); err != nil {
+		if !decidesReboots {
+			mode, details = machine.ApplyConfigurationRequest_NO_REBOOT, "Applied configuration without a reboot"
+		} else if err := n.canApplyImmediately(cfg); err != nil {
 			mode, detailsErr = machine.ApplyConfigurationRequest_REBOOT, ": "+err.Error()
 		} else {
 			mode, details = machine.ApplyConfigurationRequest_NO_REBOOT, "Applied configuration without a reboot"
 		}
+	case machine.ApplyConfigurationRequest_REBOOT:
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "incorrect mode '%s' specified for the apply config call", mode)
 	}
 	if req.GetDryRun() {
 		diff, err := n.configDiff(cfg)
@@ -84,6 +108,9 @@ func (s *machineService) ApplyConfiguration(ctx context.Context, req *machine.Ap
 			return nil, fmt.Errorf("failed to generate diff: %w", err)
 		}
 		return applied(mode, fmt.Sprintf("Dry run summary:\n%s (skipped in dry-run).\n%s", details, diff)), nil
+	}
+	if keepsTried && !decidesReboots {
+		n.cancelRollback()
 	}
 	switch {
 	case inMaintenance || mode == machine.ApplyConfigurationRequest_NO_REBOOT:
@@ -104,6 +131,24 @@ func (s *machineService) ApplyConfiguration(ctx context.Context, req *machine.Ap
 		return nil, err
 	}
 	return applied(mode, details+detailsErr), nil
+}
+
+// decidesReboots reports whether the node's Talos decides which config changes need a
+// reboot, as Talos did before 1.14 (canApplyImmediately). Talos 1.14 dropped the check: it
+// applies every change at once and leaves reboots to the client.
+func (n *Node) decidesReboots() bool {
+	contract, err := talosconfig.ParseContractFromVersion(n.talosVersion())
+	return err == nil && !contract.Greater(talosconfig.TalosVersion1_13)
+}
+
+// firstGuardedApply is the first Talos release that refuses a config apply while another
+// runs: 1.14's guard, backported to 1.13.3.
+var firstGuardedApply = semver.MustParse("1.13.3")
+
+// guardsApply reports whether the node's Talos allows one config apply at a time.
+func (n *Node) guardsApply() bool {
+	v, err := semver.ParseTolerant(n.talosVersion())
+	return err == nil && v.GTE(firstGuardedApply)
 }
 
 func applied(mode machine.ApplyConfigurationRequest_Mode, details string) *machine.ApplyConfigurationResponse {

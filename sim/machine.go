@@ -24,6 +24,7 @@ import (
 	"io"
 	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/google/uuid"
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
@@ -41,6 +42,8 @@ import (
 type machineService struct {
 	machine.UnimplementedMachineServiceServer
 	node *Node
+	// applying allows one config apply at a time from Talos 1.13.3, as machined's.
+	applying sync.Mutex
 }
 
 // Version reports the simulated Talos version and platform.
