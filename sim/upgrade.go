@@ -18,6 +18,7 @@ package sim
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"strings"
 	"sync"
@@ -44,8 +45,10 @@ type imageService struct {
 	node *Node
 }
 
-// Pull records an image as pulled and reports it as containerd would: the layers' progress,
-// then the image's name.
+// Pull records an image as pulled and reports it as Talos does: the layers' progress, then
+// the image's name pinned to its digest (repository@sha256:...), by which it can be used.
+// The simulator's digest is the SHA-256 of the reference: the same name always pins to the
+// same digest.
 func (s *imageService) Pull(req *machine.ImageServicePullRequest, stream grpc.ServerStreamingServer[machine.ImageServicePullResponse]) error {
 	ref := req.GetImageRef()
 	if ref == "" || strings.ContainsAny(ref, " \t") {
@@ -62,8 +65,13 @@ func (s *imageService) Pull(req *machine.ImageServicePullRequest, stream grpc.Se
 	}}); err != nil {
 		return err
 	}
-	s.node.images.add(ref)
-	return stream.Send(&machine.ImageServicePullResponse{Response: &machine.ImageServicePullResponse_Name{Name: ref}})
+	pinned := ref
+	if !strings.Contains(ref, "@") {
+		repository := ref[:strings.LastIndex(ref, ":")]
+		pinned = fmt.Sprintf("%s@sha256:%x", repository, sha256.Sum256([]byte(ref)))
+	}
+	s.node.images.add(ref, pinned)
+	return stream.Send(&machine.ImageServicePullResponse{Response: &machine.ImageServicePullResponse_Name{Name: pinned}})
 }
 
 // ImagePull is the deprecated unary pull talosctl upgrade-k8s uses to pre-pull images: the
@@ -77,19 +85,23 @@ func (s *machineService) ImagePull(_ context.Context, req *machine.ImagePullRequ
 	return &machine.ImagePullResponse{Messages: []*machine.ImagePull{{}}}, nil
 }
 
-// imageStore is what the node's containerd holds.
+// imageStore is what the node's containerd holds: the reference each image was pulled by,
+// under every name it answers to.
 type imageStore struct {
 	mu     sync.Mutex
-	images map[string]bool
+	images map[string]string
 }
 
-func (s *imageStore) add(ref string) {
+// add records the image pulled by ref under ref and the other names it answers to.
+func (s *imageStore) add(ref string, names ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.images == nil {
-		s.images = map[string]bool{}
+		s.images = map[string]string{}
 	}
-	s.images[ref] = true
+	for _, name := range append(names, ref) {
+		s.images[name] = ref
+	}
 }
 
 // reset forgets every image: the disk holding them was wiped.
@@ -99,10 +111,12 @@ func (s *imageStore) reset() {
 	s.images = nil
 }
 
-func (s *imageStore) has(ref string) bool {
+// lookup is the reference the image called name was pulled by, if it was.
+func (s *imageStore) lookup(name string) (string, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.images[ref]
+	ref, ok := s.images[name]
+	return ref, ok
 }
 
 // lifecycleService is the node's LifecycleService: upgrades through the installer image.
@@ -129,7 +143,8 @@ func (s *lifecycleService) Upgrade(req *machine.LifecycleServiceUpgradeRequest, 
 	if image == "" {
 		return status.Error(codes.InvalidArgument, "installer image name is required")
 	}
-	if !s.node.images.has(image) {
+	pulled, ok := s.node.images.lookup(image)
+	if !ok {
 		return status.Errorf(codes.Internal, "upgrade failed: failed to get image %q: image %q: not found", image, image)
 	}
 	message := func(msg string) error {
@@ -142,7 +157,7 @@ func (s *lifecycleService) Upgrade(req *machine.LifecycleServiceUpgradeRequest, 
 			Response: &machine.LifecycleServiceInstallProgress_ExitCode{ExitCode: code},
 		}})
 	}
-	version := imageTag(image)
+	version := imageTag(pulled)
 	if err := message(fmt.Sprintf("running installer %s on /dev/sda", image)); err != nil {
 		return err
 	}

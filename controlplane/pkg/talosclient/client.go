@@ -20,10 +20,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	talosclient "github.com/siderolabs/talos/pkg/machinery/client"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
@@ -77,12 +80,43 @@ type Client interface {
 	EtcdRemoveMember(ctx context.Context, id uint64) error
 	// EtcdForfeitLeadership moves leadership away from the node's member if it leads.
 	EtcdForfeitLeadership(ctx context.Context) error
+	// BootID identifies the node's current boot (/proc/sys/kernel/random/boot_id): it
+	// changes at every reboot, so a caller that saw it change knows the node rebooted.
+	BootID(ctx context.Context) (string, error)
+	// InstallUpgrade pulls installer into the node's system containerd and runs the image the
+	// pull pinned (by digest) through LifecycleService.Upgrade, which installs its Talos
+	// version for the next boot. It does not drain the node, check etcd or reboot: the node
+	// runs its current version until Reboot. It blocks until the installer exits (at most
+	// upgradeTimeout). Talos before 1.13 has no LifecycleService and answers Unimplemented.
+	// An installer that fails is an *InstallerError with its exit code and last lines.
+	InstallUpgrade(ctx context.Context, installer string) error
+	// Reboot reboots the node; Talos answers before the node goes down.
+	Reboot(ctx context.Context) error
 	// Reset wipes the node and powers it off, without draining it or leaving etcd: Cluster
 	// API drained it and the control plane removed its etcd member before its Machine goes.
 	// Talos answers before it is done; the node is off when it has finished.
 	Reset(ctx context.Context) error
 	// Close releases the connection.
 	Close() error
+}
+
+// upgradeTimeout bounds pulling an installer and running it.
+const upgradeTimeout = 10 * time.Minute
+
+// installerOutputLines is how many of an installer's last lines an InstallerError keeps.
+const installerOutputLines = 20
+
+// InstallerError is an installer that ran on a node and exited with an error.
+type InstallerError struct {
+	Address  string
+	Image    string
+	ExitCode int32
+	// Output is the installer's last lines.
+	Output []string
+}
+
+func (e *InstallerError) Error() string {
+	return fmt.Sprintf("installer %s failed on %s with exit code %d: %s", e.Image, e.Address, e.ExitCode, strings.Join(e.Output, "; "))
 }
 
 // Errors a caller acts on.
@@ -201,6 +235,86 @@ func (c *client) EtcdForfeitLeadership(ctx context.Context) error {
 	defer cancel()
 	_, err := c.c.EtcdForfeitLeadership(ctx, &machine.EtcdForfeitLeadershipRequest{})
 	return c.wrap(err, "etcd forfeit leadership")
+}
+
+func (c *client) BootID(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	r, err := c.c.Read(ctx, "/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return "", c.wrap(err, "reading the boot ID")
+	}
+	defer r.Close() //nolint:errcheck // read-only stream
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return "", c.wrap(err, "reading the boot ID")
+	}
+	id := strings.TrimSpace(string(data))
+	if id == "" {
+		return "", c.wrap(errors.New("empty answer"), "reading the boot ID")
+	}
+	return id, nil
+}
+
+func (c *client) InstallUpgrade(ctx context.Context, installer string) error {
+	ctx, cancel := context.WithTimeout(ctx, upgradeTimeout)
+	defer cancel()
+	// The system namespace, where Talos keeps its own images (talosctl upgrade's default).
+	system := &common.ContainerdInstance{Driver: common.ContainerDriver_CRI, Namespace: common.ContainerdNamespace_NS_SYSTEM}
+	pull, err := c.c.ImageClient.Pull(ctx, &machine.ImageServicePullRequest{Containerd: system, ImageRef: installer})
+	if err != nil {
+		return c.wrap(err, "pulling "+installer)
+	}
+	var pinned string
+	for {
+		resp, err := pull.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return c.wrap(err, "pulling "+installer)
+		}
+		if name := resp.GetName(); name != "" {
+			pinned = name
+		}
+	}
+	if pinned == "" {
+		return c.wrap(errors.New("the pull named no image"), "pulling "+installer)
+	}
+	upgrade, err := c.c.LifecycleClient.Upgrade(ctx, &machine.LifecycleServiceUpgradeRequest{
+		Containerd: system, Source: &machine.InstallArtifactsSource{ImageName: pinned},
+	})
+	if err != nil {
+		return c.wrap(err, "installing "+installer)
+	}
+	var output []string
+	for {
+		resp, err := upgrade.Recv()
+		if errors.Is(err, io.EOF) {
+			err = errors.New("the installer's output ended without an exit code")
+		}
+		if err != nil {
+			return c.wrap(err, "installing "+installer)
+		}
+		switch progress := resp.GetProgress().GetResponse().(type) {
+		case *machine.LifecycleServiceInstallProgress_Message:
+			output = append(output, progress.Message)
+			if len(output) > installerOutputLines {
+				output = output[len(output)-installerOutputLines:]
+			}
+		case *machine.LifecycleServiceInstallProgress_ExitCode:
+			if progress.ExitCode == 0 {
+				return nil
+			}
+			return &InstallerError{Address: c.address, Image: installer, ExitCode: progress.ExitCode, Output: output}
+		}
+	}
+}
+
+func (c *client) Reboot(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	return c.wrap(c.c.Reboot(ctx), "reboot")
 }
 
 func (c *client) Reset(ctx context.Context) error {

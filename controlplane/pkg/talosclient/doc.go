@@ -15,7 +15,8 @@ limitations under the License.
 */
 
 // Package talosclient is the narrow interface through which the control plane talks to Talos
-// nodes (version, bootstrap, etcd membership and health), with a factory that builds clients
-// from the cluster's secrets bundle: a short-lived admin certificate minted in memory. Tests
-// use the same interface against the node simulator, which speaks the real Talos API.
+// nodes (version, bootstrap, etcd membership and health, the boot ID, installing a Talos
+// upgrade, rebooting), with a factory that builds clients from the cluster's secrets bundle:
+// a short-lived admin certificate minted in memory. Tests use the same interface against the
+// node simulator, which speaks the real Talos API.
 package talosclient
