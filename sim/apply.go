@@ -42,10 +42,12 @@ import (
 // without a reboot and refuses anything else with the diff of what needs one; auto picks
 // no_reboot or reboot by the same rule; reboot persists the config and reboots. From Talos
 // 1.14 every change applies at once: auto is no_reboot and reboot is refused (the client
-// reboots when it wants to). From Talos 1.13.3 a second apply while one runs is refused. Staged persists the config
-// for the next boot; try applies it at once and rolls it back after the timeout unless another
-// config is applied meanwhile. A dry run answers with the mode it would take and the diff
-// against the current config.
+// reboots when it wants to). From Talos 1.13.3 a second apply while one runs is refused, and
+// on 1.13 so is any apply once one has started a reboot. Staged persists the config for the
+// next boot; try applies it at once and rolls it back after the timeout unless another
+// config is applied meanwhile: any request in another mode keeps it, as Talos cancels the
+// rollback before it looks at the request. A dry run answers with the mode it would take
+// and the diff against the current config.
 func (s *machineService) ApplyConfiguration(ctx context.Context, req *machine.ApplyConfigurationRequest) (*machine.ApplyConfigurationResponse, error) {
 	n := s.node
 	decidesReboots := n.decidesReboots()
@@ -54,6 +56,13 @@ func (s *machineService) ApplyConfiguration(ctx context.Context, req *machine.Ap
 			return nil, status.Error(codes.FailedPrecondition, "another apply configuration is already in progress")
 		}
 		defer s.applying.Unlock()
+		if decidesReboots && n.applyRebooting() {
+			return nil, status.Error(codes.FailedPrecondition, "configuration was already applied and node is rebooting, cannot apply more configuration changes until next reboot")
+		}
+	}
+	mode := req.GetMode()
+	if mode != machine.ApplyConfigurationRequest_TRY {
+		n.cancelRollback()
 	}
 	cfg, err := configloader.NewFromBytes(req.GetData())
 	if err != nil {
@@ -63,18 +72,11 @@ func (s *machineService) ApplyConfiguration(ctx context.Context, req *machine.Ap
 	if !inMaintenance && cfg.RawV1Alpha1() == nil {
 		return nil, status.Error(codes.InvalidArgument, "the applied machine configuration doesn't contain v1alpha1 config, did you mean to patch the machine config instead?")
 	}
-	mode := req.GetMode()
 	if !decidesReboots && !inMaintenance && mode == machine.ApplyConfigurationRequest_REBOOT {
 		return nil, status.Error(codes.Unimplemented, "the REBOOT mode is not supported, please use AUTO or NO_REBOOT modes instead")
 	}
 	if err := n.validate(req.GetData()); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	// Talos 1.13 keeps a config applied in try mode as soon as another apply is asked for;
-	// 1.14 only once it applies one (not on a dry run).
-	keepsTried := mode != machine.ApplyConfigurationRequest_TRY
-	if keepsTried && decidesReboots {
-		n.cancelRollback()
 	}
 	if inMaintenance && (mode == machine.ApplyConfigurationRequest_REBOOT || mode == machine.ApplyConfigurationRequest_AUTO) {
 		mode = machine.ApplyConfigurationRequest_NO_REBOOT
@@ -98,9 +100,13 @@ func (s *machineService) ApplyConfiguration(ctx context.Context, req *machine.Ap
 		} else {
 			mode, details = machine.ApplyConfigurationRequest_NO_REBOOT, "Applied configuration without a reboot"
 		}
-	case machine.ApplyConfigurationRequest_REBOOT:
+	case machine.ApplyConfigurationRequest_REBOOT: // only before 1.14
 	default:
-		return nil, status.Errorf(codes.InvalidArgument, "incorrect mode '%s' specified for the apply config call", mode)
+		// Talos 1.14 refuses an unknown mode here; 1.13 lets it through to a dry run and
+		// refuses it below, without a code.
+		if !decidesReboots {
+			return nil, status.Errorf(codes.InvalidArgument, "incorrect mode '%s' specified for the apply config call", mode)
+		}
 	}
 	if req.GetDryRun() {
 		diff, err := n.configDiff(cfg)
@@ -108,9 +114,6 @@ func (s *machineService) ApplyConfiguration(ctx context.Context, req *machine.Ap
 			return nil, fmt.Errorf("failed to generate diff: %w", err)
 		}
 		return applied(mode, fmt.Sprintf("Dry run summary:\n%s (skipped in dry-run).\n%s", details, diff)), nil
-	}
-	if keepsTried && !decidesReboots {
-		n.cancelRollback()
 	}
 	switch {
 	case inMaintenance || mode == machine.ApplyConfigurationRequest_NO_REBOOT:
@@ -122,15 +125,32 @@ func (s *machineService) ApplyConfiguration(ctx context.Context, req *machine.Ap
 		}
 		details += fmt.Sprintf("\nThe config is applied in 'try' mode and will be automatically reverted back in %s", timeout)
 		err = n.tryConfig(ctx, req.GetData(), timeout)
-	default: // staged, reboot
+	case mode == machine.ApplyConfigurationRequest_STAGED || mode == machine.ApplyConfigurationRequest_REBOOT:
 		if err = os.WriteFile(n.stateDir("staged.yaml"), req.GetData(), 0o600); err == nil && mode == machine.ApplyConfigurationRequest_REBOOT {
+			n.setApplyRebooting()
 			n.rebootLater("apply-config", uuid.NewString())
 		}
+	default:
+		return nil, fmt.Errorf("incorrect mode '%s' specified for the apply config call", mode) //nolint:err113 // Talos' own, without a gRPC code
 	}
 	if err != nil {
 		return nil, err
 	}
 	return applied(mode, details+detailsErr), nil
+}
+
+// applyRebooting reports whether an apply has started a reboot in this boot.
+func (n *Node) applyRebooting() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.applyRebooted
+}
+
+// setApplyRebooting records that an apply started a reboot; the next boot forgets it.
+func (n *Node) setApplyRebooting() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.applyRebooted = true
 }
 
 // decidesReboots reports whether the node's Talos decides which config changes need a

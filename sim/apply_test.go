@@ -30,6 +30,7 @@ import (
 	talosclient "github.com/siderolabs/talos/pkg/machinery/client"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
@@ -43,7 +44,8 @@ import (
 // reboot (machine.env) in each mode, to a node of each version, through the Talos API client.
 // A Talos 1.13 node refuses it without a reboot and reboots for it in auto mode; a Talos 1.14
 // node (which dropped the check, 995bc30d5 "feat: drop apply config method reboot") applies it
-// at once in no_reboot and auto mode, does not reboot, and refuses the reboot mode.
+// at once in no_reboot and auto mode, does not reboot, and refuses the reboot mode. A 1.13.3
+// node refuses applies once one started a reboot; on 1.14 a dry run keeps a tried config.
 func TestApplyModesFollowTheTalosVersion(t *testing.T) {
 	_, err := envtest.Binary("kube-apiserver")
 	require.Layer(t, envtest.Layer, err)
@@ -94,6 +96,10 @@ func TestApplyModesFollowTheTalosVersion(t *testing.T) {
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(resp.Mode).To(Equal(machine.ApplyConfigurationRequest_REBOOT))
 				g.Expect(resp.ModeDetails).To(HavePrefix("Applied configuration with a reboot: this config change can't be applied in immediate mode"))
+				// Talos 1.13.3 refuses every apply from then until the node has rebooted.
+				_, err = apply("staged", machine.ApplyConfigurationRequest_STAGED)
+				g.Expect(status.Code(err)).To(Equal(codes.FailedPrecondition))
+				g.Expect(err.Error()).To(ContainSubstring("configuration was already applied and node is rebooting, cannot apply more configuration changes until next reboot"))
 				boot = rebooted()
 
 				resp, err = apply("third", machine.ApplyConfigurationRequest_REBOOT)
@@ -118,12 +124,25 @@ func TestApplyModesFollowTheTalosVersion(t *testing.T) {
 
 			g.Consistently(func() (string, error) { return bootID(ctx, talos) }, 3*time.Second, 500*time.Millisecond).Should(Equal(boot),
 				"the node did not reboot")
-			cfg, err := talos.Read(ctx, "/system/state/config.yaml")
+			applied := func() string {
+				cfg, err := talos.Read(ctx, "/system/state/config.yaml")
+				g.Expect(err).NotTo(HaveOccurred())
+				data, err := io.ReadAll(cfg)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(cfg.Close()).To(Succeed())
+				return string(data)
+			}
+			g.Expect(applied()).To(ContainSubstring("TALON_TEST: second"), "the auto apply took effect at once")
+
+			// A config applied in try mode is kept once a request in another mode comes, even a
+			// dry run: Talos cancels the rollback before it looks at the request.
+			_, err = talos.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{
+				Data: withEnv("tried"), Mode: machine.ApplyConfigurationRequest_TRY, TryModeTimeout: durationpb.New(2 * time.Second),
+			})
 			g.Expect(err).NotTo(HaveOccurred())
-			data, err := io.ReadAll(cfg)
+			_, err = talos.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: withEnv("dry"), Mode: machine.ApplyConfigurationRequest_NO_REBOOT, DryRun: true})
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(cfg.Close()).To(Succeed())
-			g.Expect(string(data)).To(ContainSubstring("TALON_TEST: second"), "the auto apply took effect at once")
+			g.Consistently(applied, 3*time.Second, 500*time.Millisecond).Should(ContainSubstring("TALON_TEST: tried"), "the tried config is not rolled back")
 		})
 	}
 }

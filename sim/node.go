@@ -133,6 +133,9 @@ type Node struct {
 	lastStatus string
 	// rollback puts the config back after apply-config --mode try.
 	rollback *time.Timer
+	// applyRebooted is set once a config apply started a reboot in this boot (Talos 1.13.3
+	// and later 1.13 releases then refuse further applies).
+	applyRebooted bool
 	// logs are the services' logs (logs.go).
 	logs logs
 	// images are the images the node's containerd holds (upgrade.go).
@@ -257,6 +260,7 @@ func (n *Node) Start(ctx context.Context, userData []byte) error {
 		n.version = strings.TrimSpace(string(installed))
 	}
 	n.bootID = uuid.NewString()
+	n.applyRebooted = false
 	n.mu.Unlock()
 	n.newBootEvents()
 	n.sequence("boot", "")
