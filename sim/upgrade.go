@@ -23,6 +23,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/distribution/reference"
+	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/api/storage"
 	"google.golang.org/grpc"
@@ -46,17 +48,22 @@ type imageService struct {
 }
 
 // Pull records an image as pulled and reports it as Talos does: the layers' progress, then
-// the image's name pinned to its digest (repository@sha256:...), by which it can be used.
+// the image's normalized name pinned to its digest (repository@sha256:...). The image can be
+// used by either name.
 // The simulator's digest is the SHA-256 of the reference: the same name always pins to the
 // same digest.
 func (s *imageService) Pull(req *machine.ImageServicePullRequest, stream grpc.ServerStreamingServer[machine.ImageServicePullResponse]) error {
-	ref := req.GetImageRef()
-	if ref == "" || strings.ContainsAny(ref, " \t") {
-		return status.Errorf(codes.InvalidArgument, "failed to parse image reference %q", ref)
+	instance, err := containerdInstance(req.GetContainerd())
+	if err != nil {
+		return err
 	}
-	if !strings.Contains(ref[strings.LastIndex(ref, "/")+1:], ":") && !strings.Contains(ref, "@") {
-		ref += ":latest"
+	// containerd keeps an image under its normalized name (docker.io/library/ for short
+	// names, :latest for untagged ones).
+	named, err := reference.ParseDockerRef(req.GetImageRef())
+	if err != nil {
+		return status.Errorf(codes.InvalidArgument, "failed to parse image reference %q", req.GetImageRef())
 	}
+	ref := named.String()
 	if err := stream.Send(&machine.ImageServicePullResponse{Response: &machine.ImageServicePullResponse_PullProgress{
 		PullProgress: &machine.ImageServicePullProgress{
 			LayerId:  "sha256:" + strings.Repeat("0", 64),
@@ -66,41 +73,67 @@ func (s *imageService) Pull(req *machine.ImageServicePullRequest, stream grpc.Se
 		return err
 	}
 	pinned := ref
-	if !strings.Contains(ref, "@") {
-		repository := ref[:strings.LastIndex(ref, ":")]
-		pinned = fmt.Sprintf("%s@sha256:%x", repository, sha256.Sum256([]byte(ref)))
+	if _, canonical := named.(reference.Canonical); !canonical {
+		pinned = fmt.Sprintf("%s@sha256:%x", named.Name(), sha256.Sum256([]byte(ref)))
 	}
-	s.node.images.add(ref, pinned)
+	s.node.images.add(instance, ref, pinned)
 	return stream.Send(&machine.ImageServicePullResponse{Response: &machine.ImageServicePullResponse_Name{Name: pinned}})
 }
 
 // ImagePull is the deprecated unary pull talosctl upgrade-k8s uses to pre-pull images: the
 // image is recorded as pulled.
 func (s *machineService) ImagePull(_ context.Context, req *machine.ImagePullRequest) (*machine.ImagePullResponse, error) {
+	if ns := req.GetNamespace(); ns != common.ContainerdNamespace_NS_CRI && ns != common.ContainerdNamespace_NS_SYSTEM {
+		return nil, status.Errorf(codes.InvalidArgument, "invalid namespace %s", ns)
+	}
 	ref := req.GetReference()
 	if ref == "" || strings.ContainsAny(ref, " \t") {
 		return nil, status.Errorf(codes.InvalidArgument, "failed to parse image reference %q", ref)
 	}
-	s.node.images.add(ref)
+	s.node.images.add(instanceKey(common.ContainerDriver_CRI, req.GetNamespace()), ref)
 	return &machine.ImagePullResponse{Messages: []*machine.ImagePull{{}}}, nil
 }
 
-// imageStore is what the node's containerd holds: the reference each image was pulled by,
-// under every name it answers to.
+// containerdInstance is the key of the containerd instance (driver and namespace) a request
+// names, or the error Talos answers for one it does not serve.
+func containerdInstance(c *common.ContainerdInstance) (string, error) {
+	switch c.GetDriver() {
+	case common.ContainerDriver_CONTAINERD, common.ContainerDriver_CRI:
+	default:
+		return "", status.Errorf(codes.InvalidArgument, "invalid containerd driver %s", c.GetDriver())
+	}
+	switch c.GetNamespace() {
+	case common.ContainerdNamespace_NS_CRI, common.ContainerdNamespace_NS_SYSTEM:
+	default:
+		return "", status.Errorf(codes.InvalidArgument, "invalid containerd namespace %s", c.GetNamespace())
+	}
+	if c.GetDriver() == common.ContainerDriver_CONTAINERD && c.GetNamespace() == common.ContainerdNamespace_NS_CRI {
+		return "", status.Errorf(codes.InvalidArgument, "cannot use CRI namespace with containerd driver")
+	}
+	return instanceKey(c.GetDriver(), c.GetNamespace()), nil
+}
+
+func instanceKey(driver common.ContainerDriver, namespace common.ContainerdNamespace) string {
+	return driver.String() + "/" + namespace.String()
+}
+
+// imageStore is what the node's containerd instances hold: per instance, the reference each
+// image was pulled by, under every name it answers to.
 type imageStore struct {
 	mu     sync.Mutex
 	images map[string]string
 }
 
-// add records the image pulled by ref under ref and the other names it answers to.
-func (s *imageStore) add(ref string, names ...string) {
+// add records the image pulled by ref into instance, under ref and the other names it
+// answers to.
+func (s *imageStore) add(instance, ref string, names ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.images == nil {
 		s.images = map[string]string{}
 	}
 	for _, name := range append(names, ref) {
-		s.images[name] = ref
+		s.images[instance+" "+name] = ref
 	}
 }
 
@@ -111,11 +144,11 @@ func (s *imageStore) reset() {
 	s.images = nil
 }
 
-// lookup is the reference the image called name was pulled by, if it was.
-func (s *imageStore) lookup(name string) (string, bool) {
+// lookup is the reference the image called name was pulled by into instance, if it was.
+func (s *imageStore) lookup(instance, name string) (string, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ref, ok := s.images[name]
+	ref, ok := s.images[instance+" "+name]
 	return ref, ok
 }
 
@@ -143,9 +176,15 @@ func (s *lifecycleService) Upgrade(req *machine.LifecycleServiceUpgradeRequest, 
 	if image == "" {
 		return status.Error(codes.InvalidArgument, "installer image name is required")
 	}
-	pulled, ok := s.node.images.lookup(image)
+	// The installer runs from the containerd instance the request names, where it must
+	// have been pulled; Talos reports either failure as the upgrade's.
+	instance, err := containerdInstance(req.GetContainerd())
+	if err != nil {
+		return status.Error(codes.Internal, "upgrade failed: "+err.Error())
+	}
+	pulled, ok := s.node.images.lookup(instance, image)
 	if !ok {
-		return status.Errorf(codes.Internal, "upgrade failed: failed to get image %q: image %q: not found", image, image)
+		return status.Errorf(codes.Internal, "upgrade failed: installer image %q not found in containerd store: image %q: not found", image, image)
 	}
 	message := func(msg string) error {
 		return stream.Send(&machine.LifecycleServiceUpgradeResponse{Progress: &machine.LifecycleServiceInstallProgress{

@@ -83,10 +83,11 @@ type Client interface {
 	// BootID identifies the node's current boot (/proc/sys/kernel/random/boot_id): it
 	// changes at every reboot, so a caller that saw it change knows the node rebooted.
 	BootID(ctx context.Context) (string, error)
-	// InstallUpgrade pulls installer into the node's system containerd and runs the image the
-	// pull pinned (by digest) through LifecycleService.Upgrade, which installs its Talos
-	// version for the next boot. It does not drain the node, check etcd or reboot: the node
-	// runs its current version until Reboot. It blocks until the installer exits (at most
+	// InstallUpgrade pulls installer into the system namespace of the node's CRI containerd
+	// (talosctl upgrade's default) and runs the image the pull pinned (by digest) through
+	// LifecycleService.Upgrade, which installs its Talos version for the next boot. It does
+	// not drain the node, check etcd or reboot: the node runs its current version until
+	// Reboot. It blocks until the installer exits (at most
 	// upgradeTimeout). Talos before 1.13 has no LifecycleService and answers Unimplemented.
 	// An installer that fails is an *InstallerError with its exit code and last lines.
 	InstallUpgrade(ctx context.Context, installer string) error
@@ -259,7 +260,7 @@ func (c *client) BootID(ctx context.Context) (string, error) {
 func (c *client) InstallUpgrade(ctx context.Context, installer string) error {
 	ctx, cancel := context.WithTimeout(ctx, upgradeTimeout)
 	defer cancel()
-	// The system namespace, where Talos keeps its own images (talosctl upgrade's default).
+	// The CRI containerd's system namespace, as talosctl upgrade's default.
 	system := &common.ContainerdInstance{Driver: common.ContainerDriver_CRI, Namespace: common.ContainerdNamespace_NS_SYSTEM}
 	pull, err := c.c.ImageClient.Pull(ctx, &machine.ImageServicePullRequest{Containerd: system, ImageRef: installer})
 	if err != nil {

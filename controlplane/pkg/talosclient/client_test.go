@@ -26,7 +26,10 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	. "github.com/onsi/gomega"
+	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
@@ -68,11 +71,20 @@ func TestTalosUpgradeSteps(t *testing.T) {
 	g.Expect(errors.As(err, &installerErr)).To(BeTrue(), "%v", err)
 	g.Expect(installerErr.ExitCode).To(BeEquivalentTo(1))
 	g.Expect(installerErr.Output).To(ContainElement(ContainSubstring("has no version tag")))
+	g.Expect(installerErr.Output).To(ContainElement(MatchRegexp(`^running installer `+regexp.QuoteMeta(factory)+`@sha256:[0-9a-f]{64} `)),
+		"the installer runs the image the pull pinned")
 	g.Expect(err.Error()).To(ContainSubstring(address))
 
 	// Talos answers a pull with the image pinned to its digest, and the client installs the
 	// image by that name (an installer tag moved meanwhile would not change what runs).
-	pull, err := simtest.Client(t, simtest.Bundle(), address).ImageClient.Pull(ctx, &machine.ImageServicePullRequest{ImageRef: factory + ":v1.14.2"})
+	images := simtest.Client(t, simtest.Bundle(), address).ImageClient
+	pull, err := images.Pull(ctx, &machine.ImageServicePullRequest{ImageRef: factory + ":v1.14.2"})
+	if err == nil {
+		_, err = pull.Recv()
+	}
+	g.Expect(status.Code(err)).To(Equal(codes.InvalidArgument), "Talos serves no pull without a containerd namespace: %v", err)
+	system := &common.ContainerdInstance{Driver: common.ContainerDriver_CRI, Namespace: common.ContainerdNamespace_NS_SYSTEM}
+	pull, err = images.Pull(ctx, &machine.ImageServicePullRequest{Containerd: system, ImageRef: factory + ":v1.14.2"})
 	g.Expect(err).NotTo(HaveOccurred())
 	var pinned string
 	for resp, err := pull.Recv(); !errors.Is(err, io.EOF); resp, err = pull.Recv() {
