@@ -17,6 +17,7 @@ limitations under the License.
 package metal
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -140,7 +141,7 @@ func (i *Inventory) Lookup(ctx context.Context, mac net.HardwareAddr) (*bootserv
 
 // BootstrapData returns the Talos config of the Machine that claimed host, with the kubelet's
 // --provider-id (so the Node registers linked to its Machine, whatever address it reports)
-// and the install disk of the TalosMetalMachine or the host, when one is set, patched in.
+// and the install disk (installDisk), when one is named, patched in.
 func (i *Inventory) BootstrapData(ctx context.Context, host types.NamespacedName) ([]byte, error) {
 	h := &infrav1.MetalHost{}
 	if err := i.reader().Get(ctx, host, h); err != nil {
@@ -167,13 +168,14 @@ func (i *Inventory) BootstrapData(ctx context.Context, host types.NamespacedName
 	if err := i.Client.Get(ctx, types.NamespacedName{Namespace: machine.Namespace, Name: *machine.Spec.Bootstrap.DataSecretName}, secret); err != nil {
 		return nil, err
 	}
-	// The host's own disk is the most particular; the TalosMetalMachine's (a template's
-	// default) serves hosts that name none.
-	disk := h.Spec.InstallDisk
-	if disk == "" {
-		disk = m.Spec.InstallDisk
-	}
-	return patchConfig(secret.Data["value"], ProviderID(h.Namespace, h.Name), disk, secret.Annotations[bootstrapv1.ImageFactoryInstallerAnnotation])
+	return patchConfig(secret.Data["value"], ProviderID(h.Namespace, h.Name), installDisk(h, m), secret.Annotations[bootstrapv1.ImageFactoryInstallerAnnotation])
+}
+
+// installDisk is the disk a host installs Talos to, when one is named: the host's own, the
+// most particular, or else the TalosMetalMachine's (a template's default for hosts that name
+// none).
+func installDisk(h *infrav1.MetalHost, m *infrav1.TalosMetalMachine) string {
+	return cmp.Or(h.Spec.InstallDisk, m.Spec.InstallDisk)
 }
 
 // patchConfig sets the kubelet's provider-id and, unless disk is empty, the install disk in

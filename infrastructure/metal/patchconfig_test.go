@@ -23,6 +23,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
+	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
 	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
 	"github.com/talon-capi/talon/sim/simtest"
 )
@@ -100,4 +101,21 @@ func TestServedV114ConfigAlwaysInstalls(t *testing.T) {
 		g.Expect(cfg.UnattendedInstallConfig().VolumeWipe()).To(BeTrue(), "the config's wipe is kept:\n%s", served)
 		g.Expect(cfg.UnattendedInstallConfig().InstallerImage()).To(Equal(own), "the config's installer is kept")
 	})
+}
+
+// TestInstallDiskPrecedence: a MetalHost's own install disk wins over its TalosMetalMachine's
+// (the template's default), which serves hosts that name none.
+func TestInstallDiskPrecedence(t *testing.T) {
+	for _, tc := range []struct{ host, machine, want string }{
+		{"/dev/nvme0n1", "/dev/vdb", "/dev/nvme0n1"},
+		{"", "/dev/vdb", "/dev/vdb"},
+		{"/dev/nvme0n1", "", "/dev/nvme0n1"},
+		{"", "", ""},
+	} {
+		h := &infrav1.MetalHost{Spec: infrav1.MetalHostSpec{InstallDisk: tc.host}}
+		m := &infrav1.TalosMetalMachine{Spec: infrav1.TalosMetalMachineSpec{InstallDisk: tc.machine}}
+		if got := installDisk(h, m); got != tc.want {
+			t.Errorf("host %q, machine %q: installs to %q, want %q", tc.host, tc.machine, got, tc.want)
+		}
+	}
 }

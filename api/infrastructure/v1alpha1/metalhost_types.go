@@ -49,8 +49,9 @@ type MetalHostSpec struct {
 	Firmware Firmware `json:"firmware,omitempty"`
 
 	// installDisk is this host's disk for Talos, e.g. /dev/sda or /dev/nvme0n1. It
-	// overrides the TalosMetalMachine's installDisk and the Machine's Talos config; the boot
-	// service writes it where the config's contract keeps the install disk.
+	// overrides the TalosMetalMachine's installDisk and the disk the Machine's Talos config
+	// names; the boot service writes it where the config's contract keeps the install disk
+	// (before v1.14, a config's own machine.install.diskSelector still wins on Talos).
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256

@@ -51,7 +51,8 @@ type TalosMetalMachineSpec struct {
 	ExtraKernelArgs []string `json:"extraKernelArgs,omitempty"`
 
 	// installDisk is the disk Talos installs to, e.g. /dev/sda, on a host whose MetalHost
-	// names none; it overrides the Machine's Talos config.
+	// names none; it overrides the disk the Machine's Talos config names (before v1.14, a
+	// config's own machine.install.diskSelector still wins on Talos).
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
