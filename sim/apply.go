@@ -187,11 +187,13 @@ func (n *Node) applyNow(ctx context.Context, data []byte) error {
 }
 
 // tryConfig applies data at once and puts the current config back after timeout, unless
-// another config is applied first.
+// another config is applied first. As Talos' RollbackToConfigAfter, it replaces the rollback
+// of an earlier try, whose config is then the one put back.
 func (n *Node) tryConfig(ctx context.Context, data []byte, timeout time.Duration) error {
 	n.mu.Lock()
 	previous := n.cfgData
 	n.mu.Unlock()
+	n.cancelRollback()
 	if err := n.applyNow(ctx, data); err != nil {
 		return err
 	}

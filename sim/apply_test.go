@@ -143,6 +143,19 @@ func TestApplyModesFollowTheTalosVersion(t *testing.T) {
 			_, err = talos.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: withEnv("dry"), Mode: machine.ApplyConfigurationRequest_NO_REBOOT, DryRun: true})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Consistently(applied, 3*time.Second, 500*time.Millisecond).Should(ContainSubstring("TALON_TEST: tried"), "the tried config is not rolled back")
+
+			// A second try replaces the first one's rollback and, when its own runs out, puts
+			// back the first try's config.
+			try := func(value string, timeout time.Duration) {
+				_, err := talos.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{
+					Data: withEnv(value), Mode: machine.ApplyConfigurationRequest_TRY, TryModeTimeout: durationpb.New(timeout),
+				})
+				g.Expect(err).NotTo(HaveOccurred())
+			}
+			try("first try", time.Second)
+			try("second try", 3*time.Second)
+			g.Consistently(applied, 2*time.Second, 250*time.Millisecond).Should(ContainSubstring("TALON_TEST: second try"), "the first try's rollback was cancelled")
+			g.Eventually(applied, 5*time.Second, 250*time.Millisecond).Should(ContainSubstring("TALON_TEST: first try"), "the second try rolled back to the first")
 		})
 	}
 }
