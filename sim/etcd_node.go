@@ -211,6 +211,14 @@ func (n *Node) SplitEtcd(ctx context.Context) error {
 	return nil
 }
 
+// Boots is how many times the node has booted (each with a new boot ID): tests count the
+// reboots something caused.
+func (n *Node) Boots() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.boots
+}
+
 // Bootstraps is how many times this node started a new etcd cluster through Bootstrap: a
 // control plane bootstraps once in its life, so tests count this across their nodes.
 func (n *Node) Bootstraps() int {

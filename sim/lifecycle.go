@@ -19,6 +19,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -26,6 +27,7 @@ import (
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	talosconfig "github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
@@ -148,6 +150,17 @@ func (n *Node) upgradeLater(version, actorID string) {
 
 // install writes version as the Talos version the node boots next.
 func (n *Node) install(version string) error {
+	if n.failInstalls.Load() {
+		return errors.New("failed to write the boot partition of /dev/sda: input/output error")
+	}
+	// The simulator boots no Talos newer than the minor of DefaultTalosVersion.
+	contract, err := talosconfig.ParseContractFromVersion(version)
+	if err != nil {
+		return fmt.Errorf("installer version %q: %w", version, err)
+	}
+	if newest, _ := talosconfig.ParseContractFromVersion(DefaultTalosVersion); contract.Greater(newest) {
+		return fmt.Errorf("the simulator cannot boot Talos %s: the newest version it runs is %s", version, DefaultTalosVersion)
+	}
 	return os.WriteFile(n.stateDir("talos-version"), []byte(version+"\n"), 0o600)
 }
 
@@ -252,20 +265,30 @@ func (n *Node) partitionUnary(ctx context.Context, req any, _ *grpc.UnaryServerI
 	return handler(ctx, req)
 }
 
+// FailInstalls makes the node's installer fail (or work again), as on a system disk that
+// returns I/O errors: an upgrade exits with an error and the node keeps its version.
+func (n *Node) FailInstalls(fail bool) {
+	n.failInstalls.Store(fail)
+	n.opts.Log.Info("Fault: installs fail", "fail", fail)
+}
+
 // FaultHandler serves the node's faults over HTTP, for nodes in their own process or
-// container: POST /power-off, /power-on, /crash-etcd, /partition or /heal.
+// container: POST /power-off, /power-on, /crash-etcd, /partition, /heal, /fail-installs or
+// /fix-installs.
 func (n *Node) FaultHandler(ctx context.Context) http.Handler {
 	faults := map[string]func() error{
-		"/power-off":  func() error { n.PowerOff(); return nil },
-		"/power-on":   func() error { return n.PowerOn(ctx) },
-		"/crash-etcd": n.CrashEtcd,
-		"/partition":  func() error { n.Partition(); return nil },
-		"/heal":       func() error { n.Heal(); return nil },
+		"/power-off":     func() error { n.PowerOff(); return nil },
+		"/power-on":      func() error { return n.PowerOn(ctx) },
+		"/crash-etcd":    n.CrashEtcd,
+		"/partition":     func() error { n.Partition(); return nil },
+		"/heal":          func() error { n.Heal(); return nil },
+		"/fail-installs": func() error { n.FailInstalls(true); return nil },
+		"/fix-installs":  func() error { n.FailInstalls(false); return nil },
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fault, ok := faults[r.URL.Path]
 		if !ok || r.Method != http.MethodPost {
-			http.Error(w, "POST one of /power-off, /power-on, /crash-etcd, /partition, /heal", http.StatusNotFound)
+			http.Error(w, "POST one of /power-off, /power-on, /crash-etcd, /partition, /heal, /fail-installs, /fix-installs", http.StatusNotFound)
 			return
 		}
 		if err := fault(); err != nil {

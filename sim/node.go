@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cosiv1alpha1 "github.com/cosi-project/runtime/api/v1alpha1"
@@ -150,7 +151,9 @@ type Node struct {
 	etcd          *etcdMember
 	bootstrapping bool
 	// bootstrapped counts the successful Bootstrap calls this node answered.
-	bootstrapped      int
+	bootstrapped int
+	// boots counts the node's boots (Boots).
+	boots             int
 	apiServer         *component
 	controllerManager *component
 	// controlPlaneStart serializes starting the components, so that a restart for a new
@@ -162,6 +165,8 @@ type Node struct {
 	configChanged chan struct{}
 	// healed is open while the node is partitioned, and closed when it is healed.
 	healed chan struct{}
+	// failInstalls makes the installer fail (FailInstalls).
+	failInstalls atomic.Bool
 	// partitioned: the node answers nothing and sends nothing.
 	partitioned bool
 	// powerCtx is the context of the Start that powered the node on; reboots live in it.
@@ -260,6 +265,7 @@ func (n *Node) Start(ctx context.Context, userData []byte) error {
 		n.version = strings.TrimSpace(string(installed))
 	}
 	n.bootID = uuid.NewString()
+	n.boots++
 	n.applyRebooted = false
 	n.mu.Unlock()
 	n.newBootEvents()

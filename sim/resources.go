@@ -300,6 +300,7 @@ func (n *Node) publishConfig(cfg talosconfig.Provider) {
 		publish(n, k8s.NewSchedulerConfig(k8s.SchedulerConfigID), func(c *k8s.SchedulerConfig) {
 			c.TypedSpec().Enabled, c.TypedSpec().Image = true, cfg.K8sSchedulerConfig().Image()
 		})
+		n.publishManifests(cfg)
 		publish(n, k8s.NewBootstrapManifestsConfig(), func(m *k8s.BootstrapManifestsConfig) {
 			spec, network := m.TypedSpec(), k8sNetwork(cfg)
 			spec.Server, spec.ClusterDomain = clusterEndpoint(cfg).String(), network.DNSDomain()
