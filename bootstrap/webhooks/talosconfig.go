@@ -62,13 +62,16 @@ func (w *TalosConfig) ValidateCreate(_ context.Context, c *bootstrapv1.TalosConf
 	return nil, invalid("TalosConfig", c.Name, ValidateSpec(c.Spec, field.NewPath("spec")))
 }
 
-// ValidateUpdate also keeps the spec as it is once the data Secret exists.
+// ValidateUpdate also keeps the spec as it is once the data Secret exists, unless the
+// TalosConfig's owner is updating its node in place (InPlaceUpdateAnnotation): then the new
+// spec must render, as a new one would.
 func (w *TalosConfig) ValidateUpdate(_ context.Context, oldC, newC *bootstrapv1.TalosConfig) (admission.Warnings, error) {
 	// Metadata changes (owner references, labels, clusterctl move) never depend on the spec.
 	if equality.Semantic.DeepEqual(oldC.Spec, newC.Spec) {
 		return nil, nil
 	}
-	if ptr.Deref(oldC.Status.Initialization.DataSecretCreated, false) {
+	_, inPlace := newC.Annotations[bootstrapv1.InPlaceUpdateAnnotation]
+	if ptr.Deref(oldC.Status.Initialization.DataSecretCreated, false) && !inPlace {
 		return nil, invalid("TalosConfig", newC.Name, field.ErrorList{field.Forbidden(field.NewPath("spec"),
 			"the machine config is already written to the bootstrap data Secret and is not rewritten; "+
 				"change the TalosConfigTemplate or the control plane's controlPlaneConfig to roll out new Machines instead")})

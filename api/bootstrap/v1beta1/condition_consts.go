@@ -82,4 +82,13 @@ const (
 	ImageFactoryVersionAnnotation = "talon.dev/image-factory-version"
 	// ImageFactoryURLAnnotation is the factory the schematic was created at.
 	ImageFactoryURLAnnotation = "talon.dev/image-factory-url"
+	// RenderedForAnnotation, on a data Secret, identifies the spec and Kubernetes version the
+	// config in it was rendered from (RenderedFor).
+	RenderedForAnnotation = "talon.dev/rendered-for"
 )
+
+// InPlaceUpdateAnnotation is set on a TalosConfig by its owner while the owner's node is
+// updated in place; its value is the Kubernetes version to render for. While it is set, the
+// spec may change although the data Secret exists, and the Secret is rendered again (from the
+// same secrets bundle) whenever the spec or the version changes.
+const InPlaceUpdateAnnotation = "bootstrap.cluster.x-k8s.io/in-place-update"

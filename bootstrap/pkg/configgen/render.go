@@ -17,6 +17,9 @@ limitations under the License.
 package configgen
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -251,4 +254,15 @@ func Validate(data []byte, mode Mode, contract *config.VersionContract) ([]byte,
 		return nil, fmt.Errorf("failed to encode the machine config: %w", err)
 	}
 	return out, nil
+}
+
+// RenderedFor identifies what a config is rendered from: the TalosConfig spec and the
+// Kubernetes version. Two renders with the same RenderedFor give the same config.
+func RenderedFor(spec bootstrapv1.TalosConfigSpec, kubernetesVersion string) string {
+	data, _ := json.Marshal(struct { //nolint:errchkjson // plain structs always marshal
+		Spec    bootstrapv1.TalosConfigSpec `json:"spec"`
+		Version string                      `json:"version"`
+	}{spec, kubernetesVersion})
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:12])
 }

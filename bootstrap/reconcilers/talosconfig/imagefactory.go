@@ -71,28 +71,28 @@ func schematicOf(spec bootstrapv1.ImageFactorySpec) imagefactory.Schematic {
 
 // imageFactoryFailed reports why the schematic could not be resolved. An unavailable factory
 // is asked again soon; anything else waits for the spec to change.
-func imageFactoryFailed(ctx context.Context, config *bootstrapv1.TalosConfig, err error) (ctrl.Result, error) {
+func imageFactoryFailed(ctx context.Context, config *bootstrapv1.TalosConfig, err error) ctrl.Result {
 	var unknown *imagefactory.UnknownExtensionsError
 	var rejected *imagefactory.RejectedError
 	switch {
 	case errors.As(err, &unknown), errors.As(err, &rejected):
 		setFalse(config, bootstrapv1.ImageFactoryRejectedReason, err.Error()+"; fix spec.imageFactory")
 		ctrl.LoggerFrom(ctx).Info("Image Factory refused the schematic", "reason", err.Error())
-		return ctrl.Result{}, nil
+		return ctrl.Result{}
 	case imagefactory.IsUnavailable(err):
 		setFalse(config, bootstrapv1.ImageFactoryUnavailableReason, err.Error()+"; asking again")
 		ctrl.LoggerFrom(ctx).Info("Image Factory is unavailable", "reason", err.Error())
-		return ctrl.Result{RequeueAfter: imageFactoryRetry}, nil
+		return ctrl.Result{RequeueAfter: imageFactoryRetry}
 	default:
 		setFalse(config, bootstrapv1.InvalidConfigReason, err.Error())
-		return ctrl.Result{}, nil
+		return ctrl.Result{}
 	}
 }
 
-// imageFactoryAnnotations records status on the data Secret.
+// imageFactoryAnnotations records status on the data Secret; never nil.
 func imageFactoryAnnotations(s bootstrapv1.ImageFactoryStatus) map[string]string {
 	if s == (bootstrapv1.ImageFactoryStatus{}) {
-		return nil
+		return map[string]string{}
 	}
 	return map[string]string{
 		bootstrapv1.ImageFactorySchematicAnnotation: s.SchematicID, bootstrapv1.ImageFactoryInstallerAnnotation: s.Installer,

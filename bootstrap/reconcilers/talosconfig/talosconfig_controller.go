@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -167,6 +168,12 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, config *bootstrapv1.Ta
 				"Secret %s belongs to another TalosConfig; waiting for it to be deleted", secretName))
 			return ctrl.Result{}, fmt.Errorf("data Secret %s is not controlled by TalosConfig %s", secretName, klog.KObj(config))
 		}
+		if version, inPlace := config.Annotations[bootstrapv1.InPlaceUpdateAnnotation]; inPlace &&
+			existing.Annotations[bootstrapv1.RenderedForAnnotation] != configgen.RenderedFor(config.Spec, version) {
+			// The owner updates its node in place: the config is rendered again for the new
+			// spec and version, from the same bundle.
+			return r.renderAgain(ctx, config, owner, cluster, existing, version)
+		}
 		setDataSecretCreated(config, secretName)
 		config.Status.ImageFactory = imageFactoryFromSecret(existing)
 		return ctrl.Result{}, nil
@@ -194,36 +201,11 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, config *bootstrapv1.Ta
 		return ctrl.Result{}, nil
 	}
 
-	lock, _ := r.bundleLocks.LoadOrStore(client.ObjectKeyFromObject(cluster), &sync.Mutex{})
-	lock.(*sync.Mutex).Lock()
-	bundle, err := clustersecrets.Ensure(ctx, r.Client, cluster, config.Spec.TalosVersion)
-	lock.(*sync.Mutex).Unlock()
-	if err != nil {
-		if errors.Is(err, clustersecrets.ErrBundleMissing) {
-			setFalse(config, bootstrapv1.SecretsBundleUnavailableReason, err.Error())
-			log.Error(err, "Refusing to create a second secrets bundle")
-			return ctrl.Result{RequeueAfter: bundleRecheckInterval}, nil
-		}
-		setInternalError(config, err)
-		return ctrl.Result{}, err
+	data, factory, result, err := r.render(ctx, config, owner, cluster, owner.version)
+	if data == nil {
+		return result, err
 	}
-
-	input := machineInput(config, owner)
-	factory, err := r.resolveImageFactory(ctx, config.Spec, input.Mode)
-	if err != nil {
-		return imageFactoryFailed(ctx, config, err)
-	}
-	input.Installer = factory.Installer
-	data, err := configgen.Render(bundle, configgen.ClusterFrom(cluster, owner.version), input)
-	if err != nil {
-		// The spec or the Cluster must change before this can succeed; both changes trigger
-		// a reconcile, so there is nothing to retry.
-		setFalse(config, bootstrapv1.InvalidConfigReason, err.Error())
-		log.Info("The TalosConfig does not render to a valid machine config", "reason", err.Error())
-		return ctrl.Result{}, nil
-	}
-
-	if err := r.createDataSecret(ctx, config, cluster, secretName, data, factory); err != nil {
+	if err := r.createDataSecret(ctx, config, cluster, secretName, data, factory, owner.version); err != nil {
 		setInternalError(config, err)
 		return ctrl.Result{}, err
 	}
@@ -257,12 +239,14 @@ func DataSecretName(configName string) string {
 }
 
 func (r *Reconciler) createDataSecret(ctx context.Context, config *bootstrapv1.TalosConfig, cluster *clusterv1.Cluster, name string, data []byte,
-	factory bootstrapv1.ImageFactoryStatus) error {
+	factory bootstrapv1.ImageFactoryStatus, version string) error {
+	annotations := imageFactoryAnnotations(factory)
+	annotations[bootstrapv1.RenderedForAnnotation] = configgen.RenderedFor(config.Spec, version)
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
 			Namespace:   config.Namespace,
-			Annotations: imageFactoryAnnotations(factory),
+			Annotations: annotations,
 			Labels:      map[string]string{clusterv1.ClusterNameLabel: cluster.Name},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: bootstrapv1.GroupVersion.String(),
@@ -279,4 +263,68 @@ func (r *Reconciler) createDataSecret(ctx context.Context, config *bootstrapv1.T
 		return fmt.Errorf("failed to create data Secret %s: %w", name, err)
 	}
 	return nil
+}
+
+// render renders config's machine config for Kubernetes version, from the cluster's secrets
+// bundle (created with the first config, never again). When it cannot, it returns no data,
+// with the condition set and what to return.
+func (r *Reconciler) render(ctx context.Context, config *bootstrapv1.TalosConfig, owner *configOwner, cluster *clusterv1.Cluster,
+	version string) ([]byte, bootstrapv1.ImageFactoryStatus, ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	none := bootstrapv1.ImageFactoryStatus{}
+	lock, _ := r.bundleLocks.LoadOrStore(client.ObjectKeyFromObject(cluster), &sync.Mutex{})
+	lock.(*sync.Mutex).Lock()
+	bundle, err := clustersecrets.Ensure(ctx, r.Client, cluster, config.Spec.TalosVersion)
+	lock.(*sync.Mutex).Unlock()
+	if err != nil {
+		if errors.Is(err, clustersecrets.ErrBundleMissing) {
+			setFalse(config, bootstrapv1.SecretsBundleUnavailableReason, err.Error())
+			log.Error(err, "Refusing to create a second secrets bundle")
+			return nil, none, ctrl.Result{RequeueAfter: bundleRecheckInterval}, nil
+		}
+		setInternalError(config, err)
+		return nil, none, ctrl.Result{}, err
+	}
+
+	input := machineInput(config, owner)
+	factory, err := r.resolveImageFactory(ctx, config.Spec, input.Mode)
+	if err != nil {
+		return nil, none, imageFactoryFailed(ctx, config, err), nil
+	}
+	input.Installer = factory.Installer
+	data, err := configgen.Render(bundle, configgen.ClusterFrom(cluster, version), input)
+	if err != nil {
+		// The spec or the Cluster must change before this can succeed; both changes trigger
+		// a reconcile, so there is nothing to retry.
+		setFalse(config, bootstrapv1.InvalidConfigReason, err.Error())
+		log.Info("The TalosConfig does not render to a valid machine config", "reason", err.Error())
+		return nil, none, ctrl.Result{}, nil
+	}
+	return data, factory, ctrl.Result{}, nil
+}
+
+// renderAgain rewrites the data Secret of a TalosConfig whose owner updates its node in
+// place, for the spec and Kubernetes version it asks for now. The node is not touched: the
+// owner applies the new config itself.
+func (r *Reconciler) renderAgain(ctx context.Context, config *bootstrapv1.TalosConfig, owner *configOwner, cluster *clusterv1.Cluster,
+	secret *corev1.Secret, version string) (ctrl.Result, error) {
+	data, factory, result, err := r.render(ctx, config, owner, cluster, version)
+	if data == nil {
+		return result, err
+	}
+	before := secret.DeepCopy()
+	if secret.Annotations == nil {
+		secret.Annotations = map[string]string{}
+	}
+	maps.Copy(secret.Annotations, imageFactoryAnnotations(factory))
+	secret.Annotations[bootstrapv1.RenderedForAnnotation] = configgen.RenderedFor(config.Spec, version)
+	secret.Data["value"] = data
+	if err := r.Client.Patch(ctx, secret, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		setInternalError(config, err)
+		return ctrl.Result{}, fmt.Errorf("failed to rewrite data Secret %s: %w", secret.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Rewrote the machine config for an in-place update", "Secret", klog.KObj(secret), "version", version)
+	setDataSecretCreated(config, secret.Name)
+	config.Status.ImageFactory = factory
+	return ctrl.Result{}, nil
 }
