@@ -45,4 +45,16 @@ const (
 	// RemediationForAnnotation, on a control-plane Machine, says which remediation created it
 	// (the same JSON), so that a replacement that fails again counts as a retry.
 	RemediationForAnnotation = "controlplane.cluster.x-k8s.io/remediation-for"
+
+	// InPlaceUpdateAnnotation, on a control-plane Machine, records the in-place update of its
+	// node under way (JSON: what it is updated from and to, and the step reached). It is
+	// written, with the Machine's new spec, before the node is touched, and removed once the
+	// node runs the new spec: a restarted manager resumes the node at its step, and never
+	// updates a node twice or skips one.
+	InPlaceUpdateAnnotation = "controlplane.cluster.x-k8s.io/in-place-update"
+
+	// ManifestsSyncedAnnotation, on the TalosControlPlane, records the spec (version and
+	// controlPlaneConfig hash) the bootstrap manifests were last synced into the workload
+	// cluster for, after an in-place update.
+	ManifestsSyncedAnnotation = "controlplane.cluster.x-k8s.io/manifests-synced"
 )

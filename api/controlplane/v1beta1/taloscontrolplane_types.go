@@ -177,7 +177,7 @@ type TalosControlPlaneRolloutSpec struct {
 }
 
 // TalosControlPlaneRolloutStrategyType names a rollout strategy.
-// +kubebuilder:validation:Enum=RollingUpdate;OnDelete
+// +kubebuilder:validation:Enum=RollingUpdate;OnDelete;InPlace
 type TalosControlPlaneRolloutStrategyType string
 
 const (
@@ -186,12 +186,18 @@ const (
 
 	// OnDeleteStrategyType replaces an outdated Machine only after a person deletes it.
 	OnDeleteStrategyType TalosControlPlaneRolloutStrategyType = "OnDelete"
+
+	// InPlaceStrategyType updates outdated Machines in place, one node at a time, through the
+	// Talos API: a new Kubernetes version, Talos version or controlPlaneConfig is applied to
+	// the running node (rebooting it only when Talos needs a reboot for the change). A new
+	// infrastructure template or rollout.after still replaces Machines, as RollingUpdate does.
+	InPlaceStrategyType TalosControlPlaneRolloutStrategyType = "InPlace"
 )
 
 // TalosControlPlaneRolloutStrategy is how Machines are replaced.
 // +kubebuilder:validation:MinProperties=1
 type TalosControlPlaneRolloutStrategy struct {
-	// type is RollingUpdate (the default) or OnDelete.
+	// type is RollingUpdate (the default), OnDelete or InPlace.
 	// +optional
 	Type TalosControlPlaneRolloutStrategyType `json:"type,omitempty"`
 

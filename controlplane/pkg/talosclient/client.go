@@ -26,13 +26,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	talosclient "github.com/siderolabs/talos/pkg/machinery/client"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
 )
@@ -83,6 +86,14 @@ type Client interface {
 	// BootID identifies the node's current boot (/proc/sys/kernel/random/boot_id): it
 	// changes at every reboot, so a caller that saw it change knows the node rebooted.
 	BootID(ctx context.Context) (string, error)
+	// BootstrapManifests are the objects of the bootstrap manifests Talos renders from the
+	// node's config (its Manifest resources: kube-proxy, CoreDNS and the rest), in the order
+	// of their IDs, as talosctl upgrade-k8s reads them to sync them into the cluster. Talos
+	// creates them at bootstrap and never updates them.
+	BootstrapManifests(ctx context.Context) ([]*unstructured.Unstructured, error)
+	// MachineConfig is the machine config the node runs, as Talos keeps it on its STATE
+	// partition.
+	MachineConfig(ctx context.Context) ([]byte, error)
 	// InstallUpgrade pulls installer into the system namespace of the node's CRI containerd
 	// (talosctl upgrade's default) and runs the image the pull pinned (by digest) through
 	// LifecycleService.Upgrade, which installs its Talos version for the next boot. It does
@@ -93,6 +104,12 @@ type Client interface {
 	InstallUpgrade(ctx context.Context, installer string) error
 	// Reboot reboots the node; Talos answers before the node goes down.
 	Reboot(ctx context.Context) error
+	// ApplyConfiguration makes config the node's machine config: at once without a reboot
+	// (Talos' NO_REBOOT mode, which Talos 1.14 also uses for AUTO), or, staged, at the node's
+	// next boot (STAGED: the caller reboots it). Talos before 1.14 refuses a config it cannot
+	// apply without a reboot (ErrRebootRequired); every version refuses one that does not
+	// validate (InvalidArgument).
+	ApplyConfiguration(ctx context.Context, config []byte, staged bool) error
 	// Reset wipes the node and powers it off, without draining it or leaving etcd: Cluster
 	// API drained it and the control plane removed its etcd member before its Machine goes.
 	// Talos answers before it is done; the node is off when it has finished.
@@ -239,14 +256,7 @@ func (c *client) EtcdForfeitLeadership(ctx context.Context) error {
 }
 
 func (c *client) BootID(ctx context.Context) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	r, err := c.c.Read(ctx, "/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return "", c.wrap(err, "reading the boot ID")
-	}
-	defer r.Close() //nolint:errcheck // read-only stream
-	data, err := io.ReadAll(r)
+	data, err := c.read(ctx, "/proc/sys/kernel/random/boot_id")
 	if err != nil {
 		return "", c.wrap(err, "reading the boot ID")
 	}
@@ -255,6 +265,42 @@ func (c *client) BootID(ctx context.Context) (string, error) {
 		return "", c.wrap(errors.New("empty answer"), "reading the boot ID")
 	}
 	return id, nil
+}
+
+func (c *client) BootstrapManifests(ctx context.Context) ([]*unstructured.Unstructured, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	list, err := safe.StateListAll[*k8s.Manifest](ctx, c.c.COSI)
+	if err != nil {
+		return nil, c.wrap(err, "listing the bootstrap manifests")
+	}
+	var out []*unstructured.Unstructured
+	for manifest := range list.All() {
+		for _, item := range manifest.TypedSpec().Items {
+			out = append(out, &unstructured.Unstructured{Object: item.Object})
+		}
+	}
+	return out, nil
+}
+
+// configPath is where Talos keeps the node's active machine config (the STATE partition).
+const configPath = "/system/state/config.yaml"
+
+func (c *client) MachineConfig(ctx context.Context) ([]byte, error) {
+	data, err := c.read(ctx, configPath)
+	return data, c.wrap(err, "reading the machine config")
+}
+
+// read reads a file of the node.
+func (c *client) read(ctx context.Context, path string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	r, err := c.c.Read(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close() //nolint:errcheck // read-only stream
+	return io.ReadAll(r)
 }
 
 func (c *client) InstallUpgrade(ctx context.Context, installer string) error {
@@ -316,6 +362,23 @@ func (c *client) Reboot(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	return c.wrap(c.c.Reboot(ctx), "reboot")
+}
+
+// ErrRebootRequired is a config Talos cannot apply without a reboot.
+var ErrRebootRequired = errors.New("the node needs a reboot to apply this config")
+
+func (c *client) ApplyConfiguration(ctx context.Context, config []byte, staged bool) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	mode := machine.ApplyConfigurationRequest_NO_REBOOT
+	if staged {
+		mode = machine.ApplyConfigurationRequest_STAGED
+	}
+	_, err := c.c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: config, Mode: mode})
+	if status.Code(err) == codes.FailedPrecondition && strings.Contains(err.Error(), "reboot") {
+		err = fmt.Errorf("%w: %w", ErrRebootRequired, err)
+	}
+	return c.wrap(err, "applying the machine config")
 }
 
 func (c *client) Reset(ctx context.Context) error {

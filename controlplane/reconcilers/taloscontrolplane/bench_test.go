@@ -18,6 +18,7 @@ package taloscontrolplane_test
 
 import (
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -26,8 +27,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	"github.com/talon-capi/talon/test/envtest"
+	"github.com/talon-capi/talon/test/require"
 )
 
 // BenchmarkControlPlane measures, on simulated nodes with Cluster API's controllers and both
@@ -116,5 +120,49 @@ func BenchmarkRemediation(b *testing.B) {
 		}, 5*time.Minute, 500*time.Millisecond).Should(Succeed())
 		waitForMembership(b, env, tcp, 3)
 		b.ReportMetric(time.Since(start).Seconds(), "s-remediate")
+	}
+}
+
+// BenchmarkUpgrade measures the same Kubernetes upgrade (v1.36.3 → v1.37.2) of a
+// three-node control plane by replacement (RollingUpdate, maxSurge 1) and in place, side by
+// side in one run: from the spec change to every Machine at the new version with etcd's
+// members exactly the Machines (s-upgrade).
+func BenchmarkUpgrade(b *testing.B) {
+	_, err := envtest.Binary(filepath.Join("v1.37", "kube-apiserver"))
+	require.Layer(b, envtest.Layer, err)
+	for _, c := range []struct {
+		name, prefix string
+		strategy     controlplanev1.TalosControlPlaneRolloutStrategyType
+	}{
+		{"replace", "127.0.59.", controlplanev1.RollingUpdateStrategyType},
+		{"in-place", "127.0.63.", controlplanev1.InPlaceStrategyType},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			env := envtest.Get(b)
+			infra := newSimInfra(b, c.prefix)
+			startProviders(b, env, infra)
+			g := NewWithT(b)
+			ctx := b.Context()
+			for i := 0; b.Loop(); i++ {
+				ns := env.NewNamespace(b, "bench-upgrade")
+				tcp := newCluster(b, env, infra, ns, fmt.Sprintf("upgrade-%d", i), 3, func(tcp *controlplanev1.TalosControlPlane) {
+					tcp.Spec.Rollout.Strategy.Type = c.strategy
+				})
+				waitForMembership(b, env, tcp, 3)
+				start := time.Now()
+				g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
+				before := tcp.DeepCopy()
+				tcp.Spec.Version = nextKubernetesVersion
+				g.Expect(env.Client.Patch(ctx, tcp, client.MergeFrom(before))).To(Succeed())
+				g.Eventually(func(g Gomega) {
+					g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
+					g.Expect(tcp.Status.ObservedGeneration).To(Equal(tcp.Generation))
+					g.Expect(tcp.Status.UpToDateReplicas).To(HaveValue(BeEquivalentTo(3)))
+					g.Expect(tcp.Status.Versions).To(ConsistOf(clusterv1.StatusVersion{Version: nextKubernetesVersion, Replicas: 3}))
+				}, 10*time.Minute, 500*time.Millisecond).Should(Succeed())
+				waitForMembership(b, env, tcp, 3)
+				b.ReportMetric(time.Since(start).Seconds(), "s-upgrade")
+			}
+		})
 	}
 }

@@ -259,7 +259,7 @@ func (r *Reconciler) reconcileMachines(ctx context.Context, s *scope) (ctrl.Resu
 	}
 	desired := int(ptr.Deref(s.tcp.Spec.Replicas, 1))
 	current := len(s.active())
-	outdated := s.outdated()
+	outdated := s.toReplace()
 	maxSurge := int(ptr.Deref(s.tcp.Spec.Rollout.Strategy.RollingUpdate.MaxSurge, 1))
 	rolling := len(outdated) > 0 && s.tcp.Spec.Rollout.Strategy.Type != controlplanev1.OnDeleteStrategyType
 	switch {
@@ -281,6 +281,17 @@ func (r *Reconciler) reconcileMachines(ctx context.Context, s *scope) (ctrl.Resu
 		}
 		log.Info("Rolling out: removing an outdated Machine first", "outdated", len(outdated))
 		return r.scaleDown(ctx, s)
+	}
+	if updates := s.toUpdate(); len(updates) > 0 {
+		result, err := r.reconcileUpdates(ctx, s, updates)
+		if err != nil || !result.IsZero() {
+			return result, err
+		}
+	}
+	if s.tcp.Spec.Rollout.Strategy.Type == controlplanev1.InPlaceStrategyType && len(s.outdated()) == 0 {
+		if err := r.reconcileManifests(ctx, s); err != nil {
+			return ctrl.Result{RequeueAfter: unhealthyRecheck}, err
+		}
 	}
 	return r.reconcileInPlace(ctx, s)
 }

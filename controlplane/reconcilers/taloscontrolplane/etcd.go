@@ -30,6 +30,7 @@ import (
 	etcdresource "github.com/siderolabs/talos/pkg/machinery/resources/etcd"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -487,6 +488,15 @@ func (l *learnerClock) observe(key string, members []controlplane.Member, now ti
 
 // workloadClient is a client of the workload cluster from its kubeconfig Secret.
 func (r *Reconciler) workloadClient(ctx context.Context, s *scope) (*kubernetes.Clientset, error) {
+	config, err := r.workloadConfig(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(config)
+}
+
+// workloadConfig is the client config of the workload cluster, from its kubeconfig Secret.
+func (r *Reconciler) workloadConfig(ctx context.Context, s *scope) (*rest.Config, error) {
 	data, err := kubeconfig.FromSecret(ctx, r.Client, client.ObjectKeyFromObject(s.cluster))
 	if err != nil {
 		return nil, err
@@ -496,5 +506,5 @@ func (r *Reconciler) workloadClient(ctx context.Context, s *scope) (*kubernetes.
 		return nil, err
 	}
 	config.Timeout = 5 * time.Second
-	return kubernetes.NewForConfig(config)
+	return config, nil
 }

@@ -74,6 +74,9 @@ func (r *Reconciler) patchMachineConditions(ctx context.Context, s *scope) error
 // setMachineConditions sets the conditions the control plane owns on m.
 func setMachineConditions(s *scope, m *clusterv1.Machine) {
 	if why := s.upToDate(m); why != "" {
+		if rec, ok, _ := recordOf(m); ok {
+			why += fmt.Sprintf("; updating in place to %s, step %s", rec.Version, rec.Step)
+		}
 		conditions.Set(m, metav1.Condition{Type: clusterv1.MachineUpToDateCondition, Status: metav1.ConditionFalse,
 			Reason: clusterv1.MachineNotUpToDateReason, Message: "* " + why})
 	} else {

@@ -150,16 +150,9 @@ func (r *Reconciler) createMachine(ctx context.Context, s *scope) (ctrl.Result, 
 		return ctrl.Result{}, fmt.Errorf("failed to clone the infrastructure machine: %w", err)
 	}
 
-	spec := *tcp.Spec.ControlPlaneConfig.DeepCopy()
-	spec.GenerateType = bootstrapv1.GenerateTypeControlPlane
-	if spec.Hostname.Source == "" {
-		// Control-plane nodes are named after their Machines unless told otherwise: their
-		// etcd members carry the name, and a person reads it in both places.
-		spec.Hostname.Source = bootstrapv1.HostnameSourceMachineName
-	}
 	config := &bootstrapv1.TalosConfig{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tcp.Namespace, Labels: labels, OwnerReferences: []metav1.OwnerReference{*owner}},
-		Spec:       spec,
+		Spec:       desiredConfigSpec(tcp),
 	}
 	undo := func() {
 		_ = r.Client.Delete(context.WithoutCancel(ctx), infra)

@@ -36,11 +36,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
+	"github.com/talon-capi/talon/internal/manager"
 	"github.com/talon-capi/talon/test/envtest"
+	"github.com/talon-capi/talon/test/require"
 )
 
 // killSeedEnv replays TestManagerSurvivesSIGKILL with the seed a failed run printed.
@@ -157,7 +160,7 @@ func surviveKills(tb testing.TB, kills int) (lastStart time.Time) {
 	env.StartManager(t, envtest.ManagerOptions{
 		CoreReconcilers: true,
 		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
-			if err := startOthers(ctx, mgr); err != nil {
+			if err := startOthers(ctx, mgr, manager.NewOptions()); err != nil {
 				return err
 			}
 			return infra.setup(ctx, mgr)
@@ -219,4 +222,91 @@ func surviveKills(tb testing.TB, kills int) (lastStart time.Time) {
 	}, 3*time.Minute, time.Second).Should(Succeed())
 	g.Expect(infra.bootstraps()).To(Equal(1), "etcd was bootstrapped exactly once, on one node")
 	return lastStart
+}
+
+// TestInPlaceUpdateSurvivesSIGKILL runs the control-plane manager as its own process and
+// kills it with SIGKILL at random moments while it updates a three-node control plane in
+// place to a new Kubernetes version and a config that needs a reboot. After the last
+// manager has finished, every node rebooted exactly once (none updated twice, none skipped),
+// runs the new version and config, and no Machine was replaced. The seed is logged;
+// TALON_KILL_SEED replays it.
+func TestInPlaceUpdateSurvivesSIGKILL(t *testing.T) {
+	_, err := envtest.Binary(filepath.Join("v1.37", "kube-apiserver"))
+	require.Layer(t, envtest.Layer, err)
+	g := NewWithT(t)
+	ctx := t.Context()
+	env := envtest.Get(t)
+	binary, err := controlPlaneManagerBinary()
+	g.Expect(err).NotTo(HaveOccurred())
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(killSeedEnv); s != "" {
+		seed, err = strconv.ParseUint(s, 10, 64)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	t.Logf("Seed %d (replay with %s=%d)", seed, killSeedEnv, seed)
+	rng := rand.New(rand.NewPCG(seed, 43)) //nolint:gosec // test timing, not security
+
+	infra := newSimInfra(t, "127.0.58.")
+	env.StartManager(t, envtest.ManagerOptions{
+		CoreReconcilers: true,
+		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
+			if err := startOthers(ctx, mgr, manager.NewOptions()); err != nil {
+				return err
+			}
+			return infra.setup(ctx, mgr)
+		},
+	})
+	kubeconfig, err := env.AdminKubeconfig("talon-controlplane-manager")
+	g.Expect(err).NotTo(HaveOccurred())
+	kubeconfigPath := filepath.Join(t.TempDir(), "kubeconfig")
+	g.Expect(os.WriteFile(kubeconfigPath, kubeconfig, 0o600)).To(Succeed())
+	_, _, certDir := env.WebhookServing()
+	managers := &managerProcess{t: t, binary: binary, kubeconfig: kubeconfigPath, certDir: certDir, logs: t.TempDir()}
+
+	ns := env.NewNamespace(t, "inplace-kill")
+	tcp := newCluster(t, env, infra, ns, "inplace-kill", 3, func(tcp *controlplanev1.TalosControlPlane) {
+		tcp.Spec.Rollout.Strategy.Type = controlplanev1.InPlaceStrategyType
+	})
+	first := managers.start()
+	waitForMembership(t, env, tcp, 3)
+	kill(first)
+	machines, err := controlPlaneMachines(ctx, env, tcp)
+	g.Expect(err).NotTo(HaveOccurred())
+	boots := map[string]int{}
+	for _, m := range machines {
+		boots[m.Name] = infra.node(m.Spec.InfrastructureRef.Name).Boots()
+	}
+
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
+	before := tcp.DeepCopy()
+	tcp.Spec.Version = nextKubernetesVersion
+	tcp.Spec.ControlPlaneConfig.StrategicPatches = []string{"machine:\n  env:\n    TALON_KILL_TEST: rebooted\n"}
+	g.Expect(env.Client.Patch(ctx, tcp, client.MergeFrom(before))).To(Succeed())
+	const kills = 12
+	for range kills {
+		cmd := managers.start()
+		time.Sleep(time.Duration(2000+rng.IntN(6000)) * time.Millisecond)
+		kill(cmd)
+	}
+	t.Logf("%d SIGKILLs done during the update; the last manager runs to the end (logs in %s)", kills, managers.logs)
+	managers.start()
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
+		g.Expect(tcp.Status.ObservedGeneration).To(Equal(tcp.Generation))
+		g.Expect(tcp.Status.UpToDateReplicas).To(HaveValue(BeEquivalentTo(3)), "%s", conditions.GetMessage(tcp, controlplanev1.RollingOutCondition))
+	}, 8*time.Minute, time.Second).Should(Succeed())
+	waitForMembership(t, env, tcp, 3)
+
+	now, err := controlPlaneMachines(ctx, env, tcp)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(now).To(HaveLen(3))
+	views, err := viewNodes(ctx, env, tcp)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, m := range now {
+		g.Expect(boots).To(HaveKey(m.Name), "Machine %s is one of the original three", m.Name)
+		g.Expect(infra.node(m.Spec.InfrastructureRef.Name).Boots()-boots[m.Name]).To(Equal(1), "the node of %s rebooted exactly once", m.Name)
+		g.Expect(m.Spec.Version).To(Equal(nextKubernetesVersion))
+		g.Expect(views[m.Name].apiServer).To(Equal(nextKubernetesVersion), "kube-apiserver of %s", m.Name)
+		g.Expect(views[m.Name].config).To(ContainSubstring("TALON_KILL_TEST"), "node of %s runs the new config", m.Name)
+	}
 }

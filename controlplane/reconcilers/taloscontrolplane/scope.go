@@ -346,11 +346,17 @@ type nodeComponents struct {
 	node string
 	// registered and ready describe the Node.
 	registered, ready bool
+	// kubelet is the kubelet version the Node reports.
+	kubelet string
 	// pods holds, per static pod, whether its mirror Pod exists and whether it is Ready.
 	pods map[string]podHealth
 }
 
-type podHealth struct{ exists, ready bool }
+// podHealth is what a mirror Pod shows: whether it exists and is Ready, and its image.
+type podHealth struct {
+	exists, ready bool
+	image         string
+}
 
 // problems are what is wrong with the node's components, in words for a condition.
 func (c *nodeComponents) problems() []string {
@@ -379,14 +385,20 @@ func (r *Reconciler) observeComponents(ctx context.Context, s *scope) (map[strin
 	if err != nil {
 		return nil, err
 	}
-	readyPods := map[string]bool{}
+	podsByName := map[string]podHealth{}
 	for _, pod := range pods.Items {
-		readyPods[pod.Name] = podReady(&pod)
+		health := podHealth{exists: true, ready: podReady(&pod)}
+		if len(pod.Spec.Containers) > 0 {
+			health.image = pod.Spec.Containers[0].Image
+		}
+		podsByName[pod.Name] = health
 	}
 	readyNodes := map[string]bool{}
+	kubelets := map[string]string{}
 	byProviderID := map[string]string{}
 	for _, node := range nodes.Items {
 		readyNodes[node.Name] = false
+		kubelets[node.Name] = node.Status.NodeInfo.KubeletVersion
 		for _, c := range node.Status.Conditions {
 			if c.Type == corev1.NodeReady {
 				readyNodes[node.Name] = c.Status == corev1.ConditionTrue
@@ -405,10 +417,9 @@ func (r *Reconciler) observeComponents(ctx context.Context, s *scope) (map[strin
 			name = linked
 		}
 		ready, registered := readyNodes[name]
-		health := &nodeComponents{node: name, registered: registered, ready: ready, pods: map[string]podHealth{}}
+		health := &nodeComponents{node: name, registered: registered, ready: ready, kubelet: kubelets[name], pods: map[string]podHealth{}}
 		for _, component := range staticPods {
-			ready, exists := readyPods[component+"-"+name]
-			health.pods[component] = podHealth{exists: exists, ready: ready}
+			health.pods[component] = podsByName[component+"-"+name]
 		}
 		out[m.Name] = health
 	}
@@ -449,6 +460,9 @@ func (r *Reconciler) readWorkload(ctx context.Context, s *scope) (*corev1.PodLis
 	}
 	return pods, nodes, nil
 }
+
+// componentsSeen reports whether the workload cluster answered with its Nodes and Pods.
+func (s *scope) componentsSeen() bool { return s.componentsErr == nil }
 
 // componentProblems are the problems of the active Machines' components, for the conditions.
 func (s *scope) componentProblems() []string {

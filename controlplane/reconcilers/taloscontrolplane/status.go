@@ -136,6 +136,9 @@ func updateStatus(s *scope) {
 	}
 	if rolling {
 		message = fmt.Sprintf("Rolling out %d Machines. %s", len(outdated), s.blocked)
+		if updates := len(s.toUpdate()); updates > 0 {
+			message = fmt.Sprintf("Rolling out %d Machines, %d of them in place. %s", len(outdated), updates, s.blocked)
+		}
 	}
 	set(tcp, controlplanev1.RollingOutCondition, rolling, reasonNo, strings.TrimSpace(message))
 

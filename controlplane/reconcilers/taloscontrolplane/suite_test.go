@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
@@ -75,9 +77,16 @@ type simInfra struct {
 	// domain is the domain every node gets from the platform, as from a site's DHCP server.
 	domain string
 
+	// kind is the infrastructure machine kind the nodes stand for: TalosDockerMachine
+	// (container nodes) unless metal is asked for (TalosMetalMachine: metal nodes, which
+	// install and upgrade Talos).
+	kind string
+	// options adjust the options of every new node.
+	options func(*sim.Options)
+
 	mu    sync.Mutex
 	next  int
-	nodes map[string]*sim.Node // by TalosDockerMachine name
+	nodes map[string]*sim.Node // by infrastructure machine name
 	// gone counts the Bootstrap calls answered by nodes that were deleted since.
 	gone int
 }
@@ -86,7 +95,14 @@ func newSimInfra(tb testing.TB, prefix string) *simInfra {
 	tb.Helper()
 	_, err := envtest.Binary("kube-apiserver")
 	require.Layer(tb, envtest.Layer, err)
-	return &simInfra{t: tb, prefix: prefix, nodes: map[string]*sim.Node{}, lb: simtest.NewLoadBalancer(tb, prefix+"254", 6443, 50001)}
+	return &simInfra{t: tb, prefix: prefix, kind: "TalosDockerMachine", nodes: map[string]*sim.Node{}, lb: simtest.NewLoadBalancer(tb, prefix+"254", 6443, 50001)}
+}
+
+// newInfraMachine is an empty infrastructure machine of the kind the nodes stand for.
+func (s *simInfra) newInfraMachine() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(infrav1.GroupVersion.WithKind(s.kind))
+	return u
 }
 
 // endpoint is the cluster endpoint: the load balancer.
@@ -97,7 +113,7 @@ func (s *simInfra) endpoint() clusterv1.APIEndpoint {
 func (s *simInfra) setup(_ context.Context, mgr ctrl.Manager) error {
 	s.client = mgr.GetClient()
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&infrav1.TalosDockerMachine{}).
+		For(s.newInfraMachine()).
 		Named(fmt.Sprintf("siminfra-%s", s.prefix)).
 		WithOptions(controller.Options{SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: 4}).
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []ctrl.Request {
@@ -108,16 +124,16 @@ func (s *simInfra) setup(_ context.Context, mgr ctrl.Manager) error {
 }
 
 func (s *simInfra) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	infra := &infrav1.TalosDockerMachine{}
+	infra := s.newInfraMachine()
 	if err := s.client.Get(ctx, req.NamespacedName, infra); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !infra.DeletionTimestamp.IsZero() {
+	if infra.GetDeletionTimestamp() != nil {
 		s.mu.Lock()
-		if n, ok := s.nodes[infra.Name]; ok {
+		if n, ok := s.nodes[infra.GetName()]; ok {
 			n.PowerOff()
 			s.gone += n.Bootstraps()
-			delete(s.nodes, infra.Name)
+			delete(s.nodes, infra.GetName())
 		}
 		s.updateBackends()
 		s.mu.Unlock()
@@ -128,38 +144,42 @@ func (s *simInfra) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	if controllerutil.AddFinalizer(infra, simFinalizer) {
 		return ctrl.Result{}, s.client.Update(ctx, infra)
 	}
-	if ptr.Deref(infra.Status.Initialization.Provisioned, false) {
+	if provisioned, _, _ := unstructured.NestedBool(infra.Object, "status", "initialization", "provisioned"); provisioned {
 		return s.patchNodeProviderID(ctx, infra)
 	}
-	owner := metav1.GetControllerOf(infra)
+	var owner *metav1.OwnerReference
 	machine := &clusterv1.Machine{}
-	for _, ref := range infra.OwnerReferences {
+	for _, ref := range infra.GetOwnerReferences() {
 		if ref.Kind == "Machine" {
 			owner = &ref
 		}
 	}
-	if owner == nil || owner.Kind != "Machine" {
+	if owner == nil {
 		return ctrl.Result{}, nil
 	}
-	if err := s.client.Get(ctx, client.ObjectKey{Namespace: infra.Namespace, Name: owner.Name}, machine); err != nil {
+	if err := s.client.Get(ctx, client.ObjectKey{Namespace: infra.GetNamespace(), Name: owner.Name}, machine); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if machine.Spec.Bootstrap.DataSecretName == nil {
 		return ctrl.Result{}, nil
 	}
 	data := &corev1.Secret{}
-	if err := s.client.Get(ctx, client.ObjectKey{Namespace: infra.Namespace, Name: *machine.Spec.Bootstrap.DataSecretName}, data); err != nil {
+	if err := s.client.Get(ctx, client.ObjectKey{Namespace: infra.GetNamespace(), Name: *machine.Spec.Bootstrap.DataSecretName}, data); err != nil {
 		return ctrl.Result{}, err
 	}
 	s.mu.Lock()
-	n, ok := s.nodes[infra.Name]
+	n, ok := s.nodes[infra.GetName()]
 	if !ok {
 		s.next++
-		var err error
-		n, err = sim.NewNode(sim.Options{
+		opts := sim.Options{
 			Address: fmt.Sprintf("%s%d", s.prefix, s.next), StateDir: s.t.TempDir(), BinDir: envtest.BinDir(), Domainname: s.domain,
 			Log: testr.NewWithInterface(s.t, testr.Options{Verbosity: 0}),
-		})
+		}
+		if s.options != nil {
+			s.options(&opts)
+		}
+		var err error
+		n, err = sim.NewNode(opts)
 		if err == nil {
 			err = n.Start(s.t.Context(), data.Data["value"])
 		}
@@ -168,30 +188,40 @@ func (s *simInfra) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 			return ctrl.Result{}, err
 		}
 		s.t.Cleanup(n.PowerOff)
-		s.nodes[infra.Name] = n
+		s.nodes[infra.GetName()] = n
 		if _, isControlPlane := machine.Labels[clusterv1.MachineControlPlaneLabel]; isControlPlane {
 			s.updateBackends()
 		}
 	}
 	s.mu.Unlock()
-	infra.Spec.ProviderID = "talon-sim://" + n.Address()
+	if err := unstructured.SetNestedField(infra.Object, "talon-sim://"+n.Address(), "spec", "providerID"); err != nil {
+		return ctrl.Result{}, err
+	}
 	if err := s.client.Update(ctx, infra); err != nil {
 		return ctrl.Result{}, err
 	}
-	infra.Status.Addresses = []clusterv1.MachineAddress{{Type: clusterv1.MachineInternalIP, Address: n.Address()}}
-	infra.Status.Initialization.Provisioned = ptr.To(true)
+	addresses := []any{map[string]any{"type": string(clusterv1.MachineInternalIP), "address": n.Address()}}
+	if err := unstructured.SetNestedSlice(infra.Object, addresses, "status", "addresses"); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := unstructured.SetNestedField(infra.Object, true, "status", "initialization", "provisioned"); err != nil {
+		return ctrl.Result{}, err
+	}
 	return ctrl.Result{}, s.client.Status().Update(ctx, infra)
 }
 
 // patchNodeProviderID sets the providerID of the machine's Node in the workload cluster, as
 // an infrastructure provider without a cloud provider does, so that Cluster API links the
 // Machine to its Node.
-func (s *simInfra) patchNodeProviderID(ctx context.Context, infra *infrav1.TalosDockerMachine) (ctrl.Result, error) {
+func (s *simInfra) patchNodeProviderID(ctx context.Context, infra *unstructured.Unstructured) (ctrl.Result, error) {
 	retry := ctrl.Result{RequeueAfter: time.Second}
-	data, err := kubeconfig.FromSecret(ctx, s.client, client.ObjectKey{Namespace: infra.Namespace, Name: infra.Labels[clusterv1.ClusterNameLabel]})
-	if err != nil || len(infra.Status.Addresses) == 0 {
+	data, err := kubeconfig.FromSecret(ctx, s.client, client.ObjectKey{Namespace: infra.GetNamespace(), Name: infra.GetLabels()[clusterv1.ClusterNameLabel]})
+	addresses, _, _ := unstructured.NestedSlice(infra.Object, "status", "addresses")
+	providerID, _, _ := unstructured.NestedString(infra.Object, "spec", "providerID")
+	if err != nil || len(addresses) == 0 {
 		return retry, nil //nolint:nilerr // the kubeconfig appears once the control plane is initialized
 	}
+	address, _, _ := unstructured.NestedString(addresses[0].(map[string]any), "address")
 	config, err := clientcmd.RESTConfigFromKubeConfig(data)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -208,15 +238,15 @@ func (s *simInfra) patchNodeProviderID(ctx context.Context, infra *infrav1.Talos
 	for i := range nodes.Items {
 		node := &nodes.Items[i]
 		for _, a := range node.Status.Addresses {
-			if a.Type != corev1.NodeInternalIP || a.Address != infra.Status.Addresses[0].Address {
+			if a.Type != corev1.NodeInternalIP || a.Address != address {
 				continue
 			}
 			// Checked again now and then, as a cloud provider's node controller keeps doing.
 			recheck := ctrl.Result{RequeueAfter: 10 * time.Second}
-			if node.Spec.ProviderID == infra.Spec.ProviderID {
+			if node.Spec.ProviderID == providerID {
 				return recheck, nil
 			}
-			node.Spec.ProviderID = infra.Spec.ProviderID
+			node.Spec.ProviderID = providerID
 			if _, err := kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 				return retry, nil //nolint:nilerr // retried: the kubelet updates the Node too
 			}
@@ -267,13 +297,19 @@ func (s *simInfra) updateBackends() {
 // providers wired as their managers wire them, and the simulated infrastructure.
 func startProviders(tb testing.TB, env *envtest.Environment, infra *simInfra) {
 	tb.Helper()
+	startProvidersWith(tb, env, infra, manager.NewOptions())
+}
+
+// startProvidersWith is startProviders with the providers' options.
+func startProvidersWith(tb testing.TB, env *envtest.Environment, infra *simInfra, opts *manager.Options) {
+	tb.Helper()
 	env.StartManager(tb, envtest.ManagerOptions{
 		CoreReconcilers: true,
 		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
-			if err := startOthers(ctx, mgr); err != nil {
+			if err := startOthers(ctx, mgr, opts); err != nil {
 				return err
 			}
-			if err := controlplanesetup.Reconcilers(ctx, mgr, manager.NewOptions()); err != nil {
+			if err := controlplanesetup.Reconcilers(ctx, mgr, opts); err != nil {
 				return err
 			}
 			return infra.setup(ctx, mgr)
@@ -282,8 +318,8 @@ func startProviders(tb testing.TB, env *envtest.Environment, infra *simInfra) {
 }
 
 // startOthers registers the bootstrap provider.
-func startOthers(ctx context.Context, mgr ctrl.Manager) error {
-	return bootstrapsetup.Reconcilers(ctx, mgr, manager.NewOptions())
+func startOthers(ctx context.Context, mgr ctrl.Manager, opts *manager.Options) error {
+	return bootstrapsetup.Reconcilers(ctx, mgr, opts)
 }
 
 // newCluster creates a Cluster with a provisioned TalosDockerCluster at the simulated
@@ -300,7 +336,15 @@ func newCluster(tb testing.TB, env *envtest.Environment, infra *simInfra, ns, na
 	g.Expect(env.Client.Create(ctx, infraCluster)).To(Succeed())
 	infraCluster.Status.Initialization.Provisioned = ptr.To(true)
 	g.Expect(env.Client.Status().Update(ctx, infraCluster)).To(Succeed())
-	template := &infrav1.TalosDockerMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: name + "-cp", Namespace: ns}}
+	var template client.Object = &infrav1.TalosDockerMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: name + "-cp", Namespace: ns}}
+	if infra.kind == "TalosMetalMachine" {
+		// The nodes do not network-boot here: the assets are never fetched.
+		asset := &infrav1.Asset{URL: "http://assets.invalid/talos", SHA512: strings.Repeat("0", 128)}
+		template = &infrav1.TalosMetalMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: name + "-cp", Namespace: ns},
+			Spec: infrav1.TalosMetalMachineTemplateSpec{Template: infrav1.TalosMetalMachineTemplateResource{Spec: infrav1.TalosMetalMachineSpec{
+				BootAssets: infrav1.BootAssets{Kernel: asset, Initramfs: asset},
+			}}}}
+	}
 	g.Expect(env.Client.Create(ctx, template)).To(Succeed())
 	tcp := &controlplanev1.TalosControlPlane{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -310,7 +354,7 @@ func newCluster(tb testing.TB, env *envtest.Environment, infra *simInfra, ns, na
 			MachineTemplate: controlplanev1.TalosControlPlaneMachineTemplate{
 				Spec: controlplanev1.TalosControlPlaneMachineTemplateSpec{
 					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: infrav1.GroupVersion.Group, Kind: "TalosDockerMachineTemplate", Name: template.Name,
+						APIGroup: infrav1.GroupVersion.Group, Kind: infra.kind + "Template", Name: template.GetName(),
 					},
 				},
 			},

@@ -1,0 +1,586 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package taloscontrolplane
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
+	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
+	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
+	"github.com/talon-capi/talon/controlplane/pkg/controlplane"
+	"github.com/talon-capi/talon/controlplane/pkg/talosclient"
+)
+
+// The steps of an in-place update of one node. Each is recorded on the Machine
+// (InPlaceUpdateAnnotation) before it is acted on, so that a restarted manager goes on from
+// the step it reached: every step can be taken again without harm. A new Kubernetes version
+// goes as talosctl upgrade-k8s takes it: first the control-plane components of every node,
+// node by node (Components, ComponentsVerify, then Parked until every node is there), then
+// each node's kubelet with the rest of its config (Apply...).
+const (
+	// stepRender: the TalosConfig has the new spec; its data Secret is rendered again.
+	stepRender = "Render"
+	// stepComponents: the new config is applied with the node's current kubelet, so that
+	// only the control-plane components (static pods) change.
+	stepComponents = "Components"
+	// stepComponentsVerify: the node's static pods must run the new version and etcd be
+	// healthy before the next node.
+	stepComponentsVerify = "ComponentsVerify"
+	// stepParked: the node's components are updated; its kubelet waits for every other
+	// node's components.
+	stepParked = "Parked"
+	// stepDrain: the node is cordoned and drained before an upgrade or a reboot.
+	stepDrain = "Drain"
+	// stepApply: the new config is applied (and, for a new Talos version, its installer
+	// run), staged for the next boot when the change needs a reboot.
+	stepApply = "Apply"
+	// stepReboot: the node is rebooted; the step ends when it reports another boot ID.
+	stepReboot = "Reboot"
+	// stepVerify: the node must run the new config and versions and be healthy before the
+	// Machine gets the new spec and the next node is started.
+	stepVerify = "Verify"
+)
+
+// rebootAgain is how long a node may keep its boot ID after a Reboot before the Reboot is
+// sent again (the manager may have stopped between the record and the call).
+const rebootAgain = 2 * time.Minute
+
+// inPlaceRecord is a Machine's InPlaceUpdateAnnotation: the update of its node under way.
+type inPlaceRecord struct {
+	// Version and ConfigHash are what the node is updated to: the control plane's version
+	// and configHash(controlPlaneConfig) when the update started or last changed.
+	Version    string `json:"version"`
+	ConfigHash string `json:"configHash"`
+	// FromInstaller, FromKubelet and FromReboot describe the node's config before the
+	// update: its installer, its kubelet image and its RebootDigest, which the new config
+	// is compared with.
+	FromInstaller string `json:"fromInstaller,omitempty"`
+	FromKubelet   string `json:"fromKubelet,omitempty"`
+	FromReboot    string `json:"fromReboot"`
+	// Step is the step reached.
+	Step string `json:"step"`
+	// Upgrade is the installer run at the Apply step, when the Talos version changes, and
+	// Installed says it ran: the node boots the new version before it gets the new config
+	// (a config of a newer contract is refused by an older Talos).
+	Upgrade   string `json:"upgrade,omitempty"`
+	Installed bool   `json:"installed,omitempty"`
+	// Reboot says the new config needs a reboot of its own: it is staged for the next boot
+	// (after an upgrade's reboot, the new config is applied without one unless it needs it).
+	Reboot bool `json:"reboot,omitempty"`
+	// Applied says the new config was applied (or staged).
+	Applied bool `json:"applied,omitempty"`
+	// Cordoned says the control plane cordoned the node (and uncordons it at the end).
+	Cordoned bool `json:"cordoned,omitempty"`
+	// BootID is the node's boot before the Reboot step, and RebootSent when it was sent.
+	BootID     string       `json:"bootID,omitempty"`
+	RebootSent *metav1.Time `json:"rebootSent,omitempty"`
+}
+
+// recordOf reads m's in-place update record; ok is false when there is none.
+func recordOf(m *clusterv1.Machine) (inPlaceRecord, bool, error) {
+	raw, ok := m.Annotations[controlplanev1.InPlaceUpdateAnnotation]
+	if !ok {
+		return inPlaceRecord{}, false, nil
+	}
+	var rec inPlaceRecord
+	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+		return inPlaceRecord{}, true, fmt.Errorf("annotation %s of Machine %s is not a record Talon wrote: %w", controlplanev1.InPlaceUpdateAnnotation, m.Name, err)
+	}
+	return rec, true, nil
+}
+
+// writeRecord records rec on m before the step it names is taken.
+func (r *Reconciler) writeRecord(ctx context.Context, m *clusterv1.Machine, rec inPlaceRecord) error {
+	data, _ := json.Marshal(rec) //nolint:errchkjson // a plain struct always marshals
+	before := m.DeepCopy()
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
+	}
+	m.Annotations[controlplanev1.InPlaceUpdateAnnotation] = string(data)
+	// Cluster API's mark of an in-place update: the Machine's Updating condition is true
+	// (and its Ready false) while it is there.
+	m.Annotations[clusterv1.UpdateInProgressAnnotation] = ""
+	if err := r.Client.Patch(ctx, m, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("failed to record the in-place update of Machine %s: %w", m.Name, err)
+	}
+	return nil
+}
+
+// inPlaceable reports whether everything that keeps m from being up to date can be changed
+// on its node: the Kubernetes version and the controlPlaneConfig. A new infrastructure
+// template or rollout.after replaces the Machine.
+func (s *scope) inPlaceable(m *clusterv1.Machine) bool {
+	spec := s.tcp.Spec
+	if m.Annotations[InfrastructureTemplateAnnotation] != spec.MachineTemplate.Spec.InfrastructureRef.Name {
+		return false
+	}
+	if !spec.Rollout.After.IsZero() && spec.Rollout.After.Before(ptrNow()) && m.CreationTimestamp.Before(&spec.Rollout.After) {
+		return false
+	}
+	return spec.ControlPlaneConfig.GenerateType != bootstrapv1.GenerateTypeNone
+}
+
+// toReplace are the outdated Machines the rollout replaces: all of them, except under the
+// InPlace strategy, which replaces only those it cannot update in place.
+func (s *scope) toReplace() []*clusterv1.Machine {
+	var out []*clusterv1.Machine
+	for _, m := range s.outdated() {
+		if s.tcp.Spec.Rollout.Strategy.Type != controlplanev1.InPlaceStrategyType || !s.inPlaceable(m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// toUpdate are the outdated Machines the InPlace strategy updates on their nodes.
+func (s *scope) toUpdate() []*clusterv1.Machine {
+	if s.tcp.Spec.Rollout.Strategy.Type != controlplanev1.InPlaceStrategyType {
+		return nil
+	}
+	var out []*clusterv1.Machine
+	for _, m := range s.outdated() {
+		if s.inPlaceable(m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// desiredConfigSpec is the TalosConfig spec of a control-plane Machine: controlPlaneConfig,
+// for a control-plane node named after its Machine unless told otherwise (its etcd member
+// carries the name, and a person reads it in both places).
+func desiredConfigSpec(tcp *controlplanev1.TalosControlPlane) bootstrapv1.TalosConfigSpec {
+	spec := *tcp.Spec.ControlPlaneConfig.DeepCopy()
+	spec.GenerateType = bootstrapv1.GenerateTypeControlPlane
+	if spec.Hostname.Source == "" {
+		spec.Hostname.Source = bootstrapv1.HostnameSourceMachineName
+	}
+	return spec
+}
+
+// reconcileUpdates updates the outdated Machines in place, one node at a time: a node whose
+// update is under way is taken to its next step; otherwise, when etcd and every node are
+// healthy, the next node starts: an outdated Machine without a record, or, once every
+// outdated Machine has its components updated, the next parked one.
+func (r *Reconciler) reconcileUpdates(ctx context.Context, s *scope, outdated []*clusterv1.Machine) (ctrl.Result, error) {
+	var fresh, parked []*clusterv1.Machine
+	for _, m := range outdated {
+		rec, ok, err := recordOf(m)
+		switch {
+		case err != nil:
+			// A person must fix or remove the annotation: retrying changes nothing.
+			s.blocked = err.Error()
+			return ctrl.Result{}, nil //nolint:nilerr // reported in the conditions
+		case !ok:
+			fresh = append(fresh, m)
+		case rec.Step == stepParked:
+			parked = append(parked, m)
+		default:
+			return r.updateStep(ctx, s, m, rec)
+		}
+	}
+	if healthy, why := s.etcdHealth(); !healthy {
+		s.blocked = "In-place update waits for etcd to be healthy: " + orDefault(why, "no etcd member list")
+		return ctrl.Result{RequeueAfter: unhealthyRecheck}, nil
+	}
+	if problems := s.componentProblems(); len(problems) > 0 || s.componentsErr != nil {
+		if s.componentsErr != nil {
+			problems = append(problems, s.componentsErr.Error())
+		}
+		s.blocked = "In-place update waits for the control plane to be healthy: " + strings.Join(problems, "; ")
+		return ctrl.Result{RequeueAfter: unhealthyRecheck}, nil
+	}
+	if len(fresh) > 0 {
+		return r.startUpdate(ctx, s, fresh[0])
+	}
+	m := parked[0]
+	rec, _, _ := recordOf(m)
+	rec.Step = stepDrain
+	return ctrl.Result{RequeueAfter: converging}, r.writeRecord(ctx, m, rec)
+}
+
+// startUpdate records the update of m's node, then gives its TalosConfig the new spec.
+func (r *Reconciler) startUpdate(ctx context.Context, s *scope, m *clusterv1.Machine) (ctrl.Result, error) {
+	config, secret, err := r.configAndData(ctx, s, m)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	fromReboot, err := controlplane.RebootDigest(secret.Data["value"])
+	if err != nil {
+		s.blocked = fmt.Sprintf("Cannot update Machine %s in place: its current config does not load: %v", m.Name, err)
+		return ctrl.Result{}, nil
+	}
+	fromKubelet, err := controlplane.KubeletImage(secret.Data["value"])
+	if err != nil {
+		s.blocked = fmt.Sprintf("Cannot update Machine %s in place: its current config does not load: %v", m.Name, err)
+		return ctrl.Result{}, nil
+	}
+	rec := inPlaceRecord{
+		Version: s.tcp.Spec.Version, ConfigHash: configHash(s.tcp.Spec.ControlPlaneConfig),
+		FromInstaller: secret.Annotations[bootstrapv1.ImageFactoryInstallerAnnotation], FromKubelet: fromKubelet, FromReboot: fromReboot,
+		Step: stepRender,
+	}
+	if err := r.writeRecord(ctx, m, rec); err != nil {
+		return ctrl.Result{}, err
+	}
+	ctrl.LoggerFrom(ctx).Info("Updating a control-plane Machine in place", "Machine", klog.KObj(m), "version", rec.Version, "was", m.Spec.Version)
+	r.event(m, corev1.EventTypeNormal, "InPlaceUpdateStarted", "UpdateInPlace", "Updating the node in place to Kubernetes %s", rec.Version)
+	return ctrl.Result{RequeueAfter: converging}, r.ensureConfigSpec(ctx, s, config, rec)
+}
+
+// ensureConfigSpec gives m's TalosConfig the spec and Kubernetes version rec updates to, and
+// marks it for the bootstrap provider to render it again.
+func (r *Reconciler) ensureConfigSpec(ctx context.Context, s *scope, config *bootstrapv1.TalosConfig, rec inPlaceRecord) error {
+	spec := desiredConfigSpec(s.tcp)
+	if equality.Semantic.DeepEqual(config.Spec, spec) && config.Annotations[bootstrapv1.InPlaceUpdateAnnotation] == rec.Version {
+		return nil
+	}
+	before := config.DeepCopy()
+	if config.Annotations == nil {
+		config.Annotations = map[string]string{}
+	}
+	config.Annotations[bootstrapv1.InPlaceUpdateAnnotation] = rec.Version
+	config.Spec = spec
+	if err := r.Client.Patch(ctx, config, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("failed to give TalosConfig %s its new spec: %w", config.Name, err)
+	}
+	return nil
+}
+
+// configAndData reads m's TalosConfig and its data Secret.
+func (r *Reconciler) configAndData(ctx context.Context, s *scope, m *clusterv1.Machine) (*bootstrapv1.TalosConfig, *corev1.Secret, error) {
+	config, ok := s.configs[m.Spec.Bootstrap.ConfigRef.Name]
+	if !ok || m.Spec.Bootstrap.DataSecretName == nil {
+		return nil, nil, fmt.Errorf("machine %s has no TalosConfig with a data Secret", m.Name)
+	}
+	secret := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: *m.Spec.Bootstrap.DataSecretName}, secret); err != nil {
+		return nil, nil, fmt.Errorf("failed to read the data Secret of Machine %s: %w", m.Name, err)
+	}
+	return config, secret, nil
+}
+
+// stopped stops the rollout at m's step with a message naming the node and the step.
+func stopped(s *scope, m *clusterv1.Machine, step string, err error) {
+	s.blocked = fmt.Sprintf("In-place update stopped at Machine %s (node %s), step %s: %v", m.Name, machineAddress(m), step, err)
+}
+
+// updateStep takes m's node to the next step of its update.
+func (r *Reconciler) updateStep(ctx context.Context, s *scope, m *clusterv1.Machine, rec inPlaceRecord) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx).WithValues("Machine", klog.KObj(m), "step", rec.Step)
+	config, secret, err := r.configAndData(ctx, s, m)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if want := (inPlaceRecord{Version: s.tcp.Spec.Version, ConfigHash: configHash(s.tcp.Spec.ControlPlaneConfig)}); rec.Version != want.Version || rec.ConfigHash != want.ConfigHash {
+		// The spec changed during the update (a fix after a failed step): the node is taken
+		// to the new spec, from the render on, with what it ran before the update.
+		// An installer that ran stays installed: the node boots it at its next reboot, and the
+		// new spec's installer (if another) is installed over it.
+		rec.Version, rec.ConfigHash, rec.Step, rec.Upgrade, rec.Installed, rec.Reboot, rec.Applied =
+			want.Version, want.ConfigHash, stepRender, "", false, false, false
+		if err := r.writeRecord(ctx, m, rec); err != nil {
+			return ctrl.Result{}, err
+		}
+		log.Info("The spec changed during the in-place update: rendering again")
+	}
+	if err := r.ensureConfigSpec(ctx, s, config, rec); err != nil {
+		return ctrl.Result{}, err
+	}
+	address := machineAddress(m)
+	node, err := r.TalosClients.New(ctx, s.bundle, address)
+	if err != nil {
+		stopped(s, m, rec.Step, err)
+		return ctrl.Result{RequeueAfter: unhealthyRecheck}, nil
+	}
+	defer node.Close() //nolint:errcheck // a client connection
+
+	data := secret.Data["value"]
+	switch rec.Step {
+	case stepRender:
+		if secret.Annotations[bootstrapv1.RenderedForAnnotation] != configgen.RenderedFor(desiredConfigSpec(s.tcp), rec.Version) {
+			s.waiting = fmt.Sprintf("Waiting for the config of Machine %s to be rendered for %s", m.Name, rec.Version)
+			return ctrl.Result{RequeueAfter: converging}, nil
+		}
+		// What the new config needs, decided once and recorded before anything is done.
+		next, err := controlplane.RebootDigest(data)
+		if err == nil {
+			var kubelet string
+			kubelet, err = controlplane.KubeletImage(data)
+			if installer := secret.Annotations[bootstrapv1.ImageFactoryInstallerAnnotation]; installer != "" && installer != rec.FromInstaller {
+				rec.Upgrade = installer
+			}
+			// With a new Talos version the node is upgraded first and then gets its whole
+			// new config: an older Talos may refuse the new config.
+			if err == nil && kubelet != rec.FromKubelet && rec.FromKubelet != "" && rec.Upgrade == "" {
+				rec.Step = stepComponents
+			}
+		}
+		if err != nil {
+			stopped(s, m, rec.Step, err)
+			return ctrl.Result{}, nil
+		}
+		rec.Reboot = next != rec.FromReboot
+		if rec.Step == stepRender {
+			rec.Step = stepDrain
+		}
+		return ctrl.Result{RequeueAfter: converging}, r.writeRecord(ctx, m, rec)
+
+	case stepComponents:
+		r.forfeitLeadership(ctx, node, log)
+		pinned, err := controlplane.WithKubeletImage(data, rec.FromKubelet)
+		if err == nil {
+			err = node.ApplyConfiguration(ctx, pinned, false)
+		}
+		switch {
+		case errors.Is(err, talosclient.ErrRebootRequired):
+			// Talos before 1.14 wants a reboot for the rest of the change: the components
+			// change with it, at the node's own turn.
+			rec.Step = stepParked
+		case err != nil:
+			stopped(s, m, rec.Step, err)
+			return ctrl.Result{RequeueAfter: unhealthyRecheck}, nil
+		default:
+			rec.Step = stepComponentsVerify
+		}
+		log.Info("Applied the new control-plane components", "kubelet", rec.FromKubelet)
+		return ctrl.Result{RequeueAfter: converging}, r.writeRecord(ctx, m, rec)
+
+	case stepComponentsVerify:
+		if why := s.componentsRun(m, rec.Version); why != "" {
+			s.waiting = fmt.Sprintf("Waiting for Machine %s: %s", m.Name, why)
+			return ctrl.Result{RequeueAfter: converging}, nil
+		}
+		rec.Step = stepParked
+		return ctrl.Result{RequeueAfter: converging}, r.writeRecord(ctx, m, rec)
+
+	case stepDrain:
+		if rec.Reboot || rec.Upgrade != "" {
+			if !rec.Cordoned {
+				rec.Cordoned = true
+				if err := r.writeRecord(ctx, m, rec); err != nil {
+					return ctrl.Result{}, err
+				}
+			}
+			left, err := r.drain(ctx, s, m)
+			if err != nil {
+				stopped(s, m, rec.Step, err)
+				return ctrl.Result{RequeueAfter: unhealthyRecheck}, nil
+			}
+			if left > 0 {
+				s.waiting = fmt.Sprintf("Draining the Node of Machine %s before its reboot: %d Pods left", m.Name, left)
+				return ctrl.Result{RequeueAfter: converging}, nil
+			}
+		}
+		rec.Step = stepApply
+		return ctrl.Result{RequeueAfter: converging}, r.writeRecord(ctx, m, rec)
+
+	case stepApply:
+		// Leadership moves off the node first: its member stops serving for a moment when
+		// its etcd or kube-apiserver restarts.
+		r.forfeitLeadership(ctx, node, log)
+		if rec.Upgrade != "" && !rec.Installed {
+			log.Info("Installing the new Talos version", "installer", rec.Upgrade)
+			if err := node.InstallUpgrade(ctx, rec.Upgrade); err != nil {
+				stopped(s, m, rec.Step, err)
+				r.event(m, corev1.EventTypeWarning, "InPlaceUpdateFailed", "UpdateInPlace", "Installing %s failed: %v", rec.Upgrade, err)
+				return ctrl.Result{RequeueAfter: unhealthyRecheck}, nil
+			}
+			return r.rebootStep(ctx, s, m, node, func(rec *inPlaceRecord) { rec.Installed = true }, rec)
+		}
+		err := node.ApplyConfiguration(ctx, data, rec.Reboot)
+		if errors.Is(err, talosclient.ErrRebootRequired) && !rec.Reboot {
+			// Talos before 1.14 decides itself what needs a reboot: the node is drained
+			// first, then the config staged.
+			rec.Reboot, rec.Step = true, stepDrain
+			return ctrl.Result{RequeueAfter: converging}, r.writeRecord(ctx, m, rec)
+		}
+		if err != nil {
+			stopped(s, m, rec.Step, err)
+			return ctrl.Result{RequeueAfter: unhealthyRecheck}, nil
+		}
+		log.Info("Applied the new config", "reboot", rec.Reboot)
+		if rec.Reboot {
+			return r.rebootStep(ctx, s, m, node, func(rec *inPlaceRecord) { rec.Applied = true }, rec)
+		}
+		rec.Applied, rec.Step = true, stepVerify
+		return ctrl.Result{RequeueAfter: converging}, r.writeRecord(ctx, m, rec)
+
+	case stepReboot:
+		bootID, err := node.BootID(ctx)
+		switch {
+		case err != nil:
+			s.waiting = fmt.Sprintf("Waiting for Machine %s to come back from its reboot", m.Name)
+			return ctrl.Result{RequeueAfter: converging}, nil
+		case bootID != rec.BootID:
+			// Back from the reboot: after an upgrade the node gets its new config; after the
+			// config, it is verified.
+			rec.Step, rec.RebootSent = stepVerify, nil
+			if !rec.Applied {
+				rec.Step = stepApply
+			}
+			return ctrl.Result{RequeueAfter: converging}, r.writeRecord(ctx, m, rec)
+		case rec.RebootSent != nil && time.Since(rec.RebootSent.Time) < rebootAgain:
+			s.waiting = fmt.Sprintf("Waiting for Machine %s to reboot", m.Name)
+			return ctrl.Result{RequeueAfter: converging}, nil
+		}
+		rec.RebootSent = ptrNow()
+		if err := r.writeRecord(ctx, m, rec); err != nil {
+			return ctrl.Result{}, err
+		}
+		log.Info("Rebooting the node")
+		if err := node.Reboot(ctx); err != nil {
+			stopped(s, m, rec.Step, err)
+		}
+		return ctrl.Result{RequeueAfter: converging}, nil
+
+	case stepVerify:
+		if why := r.verifyUpdated(ctx, s, m, node, rec, data); why != "" {
+			s.waiting = fmt.Sprintf("Waiting for Machine %s: %s", m.Name, why)
+			return ctrl.Result{RequeueAfter: converging}, nil
+		}
+		if rec.Cordoned {
+			if err := r.uncordon(ctx, s, m); err != nil {
+				stopped(s, m, rec.Step, err)
+				return ctrl.Result{RequeueAfter: converging}, nil
+			}
+		}
+		return r.finishUpdate(ctx, m, config, rec)
+	}
+	s.blocked = fmt.Sprintf("Machine %s records an unknown in-place update step %q", m.Name, rec.Step)
+	return ctrl.Result{}, nil
+}
+
+// rebootStep records what was done (done) and the node's boot before its reboot, then
+// moves m to the Reboot step.
+func (r *Reconciler) rebootStep(ctx context.Context, s *scope, m *clusterv1.Machine, node talosclient.Client, done func(*inPlaceRecord), rec inPlaceRecord) (ctrl.Result, error) {
+	bootID, err := node.BootID(ctx)
+	if err != nil {
+		stopped(s, m, rec.Step, err)
+		return ctrl.Result{RequeueAfter: unhealthyRecheck}, nil
+	}
+	done(&rec)
+	rec.BootID, rec.Step = bootID, stepReboot
+	return ctrl.Result{RequeueAfter: converging}, r.writeRecord(ctx, m, rec)
+}
+
+// forfeitLeadership moves etcd leadership off the node, if it leads; a failure is logged:
+// etcd elects another leader by itself when the member stops.
+func (r *Reconciler) forfeitLeadership(ctx context.Context, node talosclient.Client, log logr.Logger) {
+	if err := node.EtcdForfeitLeadership(ctx); err != nil {
+		log.Info("The node's etcd member did not give up leadership", "reason", err.Error())
+	}
+}
+
+// componentsRun says what keeps m's control-plane components from counting as updated to
+// version: its static pods must be Ready with images of that version, and etcd healthy.
+func (s *scope) componentsRun(m *clusterv1.Machine, version string) string {
+	c, ok := s.components[m.Name]
+	if !ok {
+		return "its Node is not seen in the workload cluster"
+	}
+	if problems := c.problems(); len(problems) > 0 {
+		return strings.Join(problems, "; ")
+	}
+	for _, component := range staticPods {
+		if image := c.pods[component].image; imageTag(image) != version {
+			return fmt.Sprintf("%s on %s runs %s, want %s", component, c.node, image, version)
+		}
+	}
+	if healthy, why := s.etcdHealth(); !healthy {
+		return "etcd is not healthy: " + why
+	}
+	return ""
+}
+
+// verifyUpdated says what keeps m's node from counting as updated: it must run the new
+// config and Talos version (when upgraded), its Node must be Ready with the new kubelet,
+// its static pods Ready with the new images, and etcd healthy.
+func (r *Reconciler) verifyUpdated(ctx context.Context, s *scope, m *clusterv1.Machine, node talosclient.Client, rec inPlaceRecord, data []byte) string {
+	if rec.Upgrade != "" {
+		want := imageTag(rec.Upgrade)
+		version, err := node.Version(ctx)
+		if err != nil {
+			return "the node does not answer its version: " + err.Error()
+		}
+		if version != want {
+			return fmt.Sprintf("the node runs Talos %s, want %s", version, want)
+		}
+	}
+	running, err := node.MachineConfig(ctx)
+	if err != nil {
+		return err.Error()
+	}
+	if same, err := controlplane.SameConfig(running, data); err != nil || !same {
+		return fmt.Sprintf("the node does not run the new config yet (%v)", err)
+	}
+	if why := s.componentsRun(m, rec.Version); why != "" {
+		return why
+	}
+	if c := s.components[m.Name]; c.kubelet != rec.Version {
+		return fmt.Sprintf("Node %s runs kubelet %s, want %s", c.node, c.kubelet, rec.Version)
+	}
+	return ""
+}
+
+// finishUpdate gives m the spec its node now runs and ends its record; the TalosConfig is
+// no longer marked for rendering again.
+func (r *Reconciler) finishUpdate(ctx context.Context, m *clusterv1.Machine, config *bootstrapv1.TalosConfig, rec inPlaceRecord) (ctrl.Result, error) {
+	before := m.DeepCopy()
+	m.Spec.Version = rec.Version
+	m.Annotations[ConfigHashAnnotation] = rec.ConfigHash
+	delete(m.Annotations, controlplanev1.InPlaceUpdateAnnotation)
+	delete(m.Annotations, clusterv1.UpdateInProgressAnnotation)
+	if err := r.Client.Patch(ctx, m, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to finish the in-place update of Machine %s: %w", m.Name, err)
+	}
+	configBefore := config.DeepCopy()
+	delete(config.Annotations, bootstrapv1.InPlaceUpdateAnnotation)
+	if err := r.Client.Patch(ctx, config, client.MergeFrom(configBefore)); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("failed to unmark TalosConfig %s: %w", config.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Updated a control-plane Machine in place", "Machine", klog.KObj(m), "version", rec.Version, "rebooted", rec.Reboot)
+	r.event(m, corev1.EventTypeNormal, "InPlaceUpdated", "UpdateInPlace", "The node runs Kubernetes %s%s", rec.Version, map[bool]string{true: " after a reboot"}[rec.Reboot])
+	return ctrl.Result{RequeueAfter: converging}, nil
+}
+
+// imageTag is the tag of an image reference (without a digest), or "".
+func imageTag(image string) string {
+	image, _, _ = strings.Cut(image, "@")
+	i := strings.LastIndex(image, ":")
+	if i < 0 || strings.Contains(image[i:], "/") {
+		return ""
+	}
+	return image[i+1:]
+}
