@@ -63,14 +63,18 @@ func (w *TalosConfig) ValidateCreate(_ context.Context, c *bootstrapv1.TalosConf
 }
 
 // ValidateUpdate also keeps the spec as it is once the data Secret exists, unless the
-// TalosConfig's owner is updating its node in place (InPlaceUpdateAnnotation): then the new
-// spec must render, as a new one would.
+// TalosConfig's owner is updating its node in place (InPlaceUpdateAnnotation, set in an
+// earlier update): then the new spec must render, as a new one would.
 func (w *TalosConfig) ValidateUpdate(_ context.Context, oldC, newC *bootstrapv1.TalosConfig) (admission.Warnings, error) {
 	// Metadata changes (owner references, labels, clusterctl move) never depend on the spec.
 	if equality.Semantic.DeepEqual(oldC.Spec, newC.Spec) {
 		return nil, nil
 	}
-	_, inPlace := newC.Annotations[bootstrapv1.InPlaceUpdateAnnotation]
+	// Marked before the spec changes (its owner marks it first, then changes the spec): a
+	// single update cannot both mark a TalosConfig and rewrite its config.
+	_, wasMarked := oldC.Annotations[bootstrapv1.InPlaceUpdateAnnotation]
+	_, marked := newC.Annotations[bootstrapv1.InPlaceUpdateAnnotation]
+	inPlace := wasMarked && marked
 	if ptr.Deref(oldC.Status.Initialization.DataSecretCreated, false) && !inPlace {
 		return nil, invalid("TalosConfig", newC.Name, field.ErrorList{field.Forbidden(field.NewPath("spec"),
 			"the machine config is already written to the bootstrap data Secret and is not rewritten; "+

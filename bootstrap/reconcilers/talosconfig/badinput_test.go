@@ -21,6 +21,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -166,6 +167,31 @@ func TestClusterProblemsShowAsConditions(t *testing.T) {
 	err := env.Client.Update(ctx, config)
 	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
 	g.Expect(err.Error()).To(ContainSubstring("already written to the bootstrap data Secret"))
+
+	t.Log("Marking it for an in-place update in the same update does not make it mutable")
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(config), config)).To(Succeed())
+	config.Annotations = map[string]string{bootstrapv1.InPlaceUpdateAnnotation: "v1.36.3"}
+	config.Spec.StrategicPatches = []string{"machine:\n  kubelet:\n    extraArgs:\n      max-pods: \"10\"\n"}
+	err = env.Client.Update(ctx, config)
+	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
+
+	t.Log("Marked first, its new spec is rendered into the same Secret for the version the mark names")
+	before, _ := dataSecret(t, env, config)
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(config), config)).To(Succeed())
+	config.Annotations = map[string]string{bootstrapv1.InPlaceUpdateAnnotation: "v1.37.2"}
+	g.Expect(env.Client.Update(ctx, config)).To(Succeed())
+	config.Spec.StrategicPatches = []string{"machine:\n  kubelet:\n    extraArgs:\n      max-pods: \"10\"\n"}
+	g.Expect(env.Client.Update(ctx, config)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		secret := &corev1.Secret{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(before), secret)).To(Succeed())
+		g.Expect(secret.UID).To(Equal(before.UID), "the same Secret")
+		rendered, err := configloader.NewFromBytes(secret.Data["value"])
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(rendered.K8sKubeletConfig().ExtraArgs()).To(HaveKeyWithValue("max-pods", []string{"10"}))
+		g.Expect(rendered.K8sKubeletConfig().Image()).To(HaveSuffix(":v1.37.2"))
+		g.Expect(rendered.Cluster().Token().Secret()).To(Equal(cfg.Cluster().Token().Secret()), "from the same secrets bundle")
+	}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
 }
 
 // TestWaitsAreExplained shows the conditions a person sees while a TalosConfig waits, and

@@ -168,10 +168,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, config *bootstrapv1.Ta
 				"Secret %s belongs to another TalosConfig; waiting for it to be deleted", secretName))
 			return ctrl.Result{}, fmt.Errorf("data Secret %s is not controlled by TalosConfig %s", secretName, klog.KObj(config))
 		}
-		if version, inPlace := config.Annotations[bootstrapv1.InPlaceUpdateAnnotation]; inPlace &&
-			existing.Annotations[bootstrapv1.RenderedForAnnotation] != configgen.RenderedFor(config.Spec, version) {
-			// The owner updates its node in place: the config is rendered again for the new
-			// spec and version, from the same bundle.
+		if version, again := renderedAgain(config, existing); again {
 			return r.renderAgain(ctx, config, owner, cluster, existing, version)
 		}
 		setDataSecretCreated(config, secretName)
@@ -181,12 +178,15 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, config *bootstrapv1.Ta
 		setInternalError(config, err)
 		return ctrl.Result{}, fmt.Errorf("failed to get data Secret %s: %w", secretName, err)
 	}
-	if name, err := r.adoptedDataSecret(ctx, config, owner); err != nil || name != "" {
+	if adopted, err := r.adoptedDataSecret(ctx, config, owner); err != nil || adopted != nil {
 		if err != nil {
 			setInternalError(config, err)
 			return ctrl.Result{}, err
 		}
-		setDataSecretCreated(config, name)
+		if version, again := renderedAgain(config, adopted); again {
+			return r.renderAgain(ctx, config, owner, cluster, adopted, version)
+		}
+		setDataSecretCreated(config, adopted.Name)
 		return ctrl.Result{}, nil
 	}
 
@@ -215,22 +215,30 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, config *bootstrapv1.Ta
 	return ctrl.Result{}, nil
 }
 
-// adoptedDataSecret is the name of the data Secret Sidero Labs' CABPT wrote for this
-// TalosConfig before Talon took it over (named after the owning Machine), or "" when there
-// is none. The node was made from that Secret: it is kept as it is, never rendered again.
-func (r *Reconciler) adoptedDataSecret(ctx context.Context, config *bootstrapv1.TalosConfig, owner *configOwner) (string, error) {
+// adoptedDataSecret is the data Secret Sidero Labs' CABPT wrote for this TalosConfig
+// before Talon took it over (named after the owning Machine), or nil when there is none.
+// The node was made from that Secret: it is kept as it is, and rendered again only for an
+// in-place update of its node.
+func (r *Reconciler) adoptedDataSecret(ctx context.Context, config *bootstrapv1.TalosConfig, owner *configOwner) (*corev1.Secret, error) {
 	name := owner.name + "-bootstrap-data"
 	existing := &corev1.Secret{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: config.Namespace, Name: name}, existing); {
 	case apierrors.IsNotFound(err):
-		return "", nil
+		return nil, nil
 	case err != nil:
-		return "", fmt.Errorf("failed to get data Secret %s: %w", name, err)
+		return nil, fmt.Errorf("failed to get data Secret %s: %w", name, err)
 	}
 	if owner := metav1.GetControllerOf(existing); owner == nil || owner.UID != config.UID {
-		return "", nil
+		return nil, nil
 	}
-	return name, nil
+	return existing, nil
+}
+
+// renderedAgain says whether the owner of config updates its node in place and secret does
+// not hold the config of the spec and Kubernetes version it asks for, and that version.
+func renderedAgain(config *bootstrapv1.TalosConfig, secret *corev1.Secret) (string, bool) {
+	version, inPlace := config.Annotations[bootstrapv1.InPlaceUpdateAnnotation]
+	return version, inPlace && secret.Annotations[bootstrapv1.RenderedForAnnotation] != configgen.RenderedFor(config.Spec, version)
 }
 
 // DataSecretName is the deterministic name of a TalosConfig's bootstrap data Secret.
@@ -315,6 +323,11 @@ func (r *Reconciler) renderAgain(ctx context.Context, config *bootstrapv1.TalosC
 	before := secret.DeepCopy()
 	if secret.Annotations == nil {
 		secret.Annotations = map[string]string{}
+	}
+	// The new spec may have dropped its schematic: no installer of the old one stays.
+	for _, key := range []string{bootstrapv1.ImageFactorySchematicAnnotation, bootstrapv1.ImageFactoryInstallerAnnotation,
+		bootstrapv1.ImageFactoryVersionAnnotation, bootstrapv1.ImageFactoryURLAnnotation} {
+		delete(secret.Annotations, key)
 	}
 	maps.Copy(secret.Annotations, imageFactoryAnnotations(factory))
 	secret.Annotations[bootstrapv1.RenderedForAnnotation] = configgen.RenderedFor(config.Spec, version)

@@ -282,15 +282,17 @@ func (r *Reconciler) reconcileMachines(ctx context.Context, s *scope) (ctrl.Resu
 		log.Info("Rolling out: removing an outdated Machine first", "outdated", len(outdated))
 		return r.scaleDown(ctx, s)
 	}
-	if updates := s.toUpdate(); len(updates) > 0 {
-		result, err := r.reconcileUpdates(ctx, s, updates)
+	if s.tcp.Spec.Rollout.Strategy.Type == controlplanev1.InPlaceStrategyType {
+		result, err := r.reconcileUpdates(ctx, s, s.toUpdate())
 		if err != nil || !result.IsZero() {
 			return result, err
 		}
-	}
-	if s.tcp.Spec.Rollout.Strategy.Type == controlplanev1.InPlaceStrategyType && len(s.outdated()) == 0 {
-		if err := r.reconcileManifests(ctx, s); err != nil {
-			return ctrl.Result{RequeueAfter: unhealthyRecheck}, err
+		if len(s.outdated()) == 0 {
+			if err := r.reconcileManifests(ctx, s); err != nil {
+				// Tried again soon; the Machines' metadata is carried over meanwhile.
+				log.Error(err, "Failed to sync the bootstrap manifests into the workload cluster")
+				s.lookAgain(unhealthyRecheck)
+			}
 		}
 	}
 	return r.reconcileInPlace(ctx, s)

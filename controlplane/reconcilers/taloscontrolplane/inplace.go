@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,6 +72,10 @@ const (
 	// Machine gets the new spec and the next node is started.
 	stepVerify = "Verify"
 )
+
+// rebootGrace is how long remediation waits for a node the in-place update rebooted: a
+// node that has not come back by then may be remediated.
+const rebootGrace = 10 * time.Minute
 
 // rebootAgain is how long a node may keep its boot ID after a Reboot before the Reboot is
 // sent again (the manager may have stopped between the record and the call).
@@ -190,12 +195,13 @@ func desiredConfigSpec(tcp *controlplanev1.TalosControlPlane) bootstrapv1.TalosC
 }
 
 // reconcileUpdates updates the outdated Machines in place, one node at a time: a node whose
-// update is under way is taken to its next step; otherwise, when etcd and every node are
+// update is under way is taken to its next step (also one that is up to date again because
+// the spec went back: it is taken back to the spec); otherwise, when etcd and every node are
 // healthy, the next node starts: an outdated Machine without a record, or, once every
 // outdated Machine has its components updated, the next parked one.
 func (r *Reconciler) reconcileUpdates(ctx context.Context, s *scope, outdated []*clusterv1.Machine) (ctrl.Result, error) {
 	var fresh, parked []*clusterv1.Machine
-	for _, m := range outdated {
+	for _, m := range s.active() {
 		rec, ok, err := recordOf(m)
 		switch {
 		case err != nil:
@@ -203,22 +209,20 @@ func (r *Reconciler) reconcileUpdates(ctx context.Context, s *scope, outdated []
 			s.blocked = err.Error()
 			return ctrl.Result{}, nil //nolint:nilerr // reported in the conditions
 		case !ok:
-			fresh = append(fresh, m)
+			if slices.Contains(outdated, m) {
+				fresh = append(fresh, m)
+			}
 		case rec.Step == stepParked:
 			parked = append(parked, m)
 		default:
 			return r.updateStep(ctx, s, m, rec)
 		}
 	}
-	if healthy, why := s.etcdHealth(); !healthy {
-		s.blocked = "In-place update waits for etcd to be healthy: " + orDefault(why, "no etcd member list")
-		return ctrl.Result{RequeueAfter: unhealthyRecheck}, nil
+	if len(fresh) == 0 && len(parked) == 0 {
+		return ctrl.Result{}, nil
 	}
-	if problems := s.componentProblems(); len(problems) > 0 || s.componentsErr != nil {
-		if s.componentsErr != nil {
-			problems = append(problems, s.componentsErr.Error())
-		}
-		s.blocked = "In-place update waits for the control plane to be healthy: " + strings.Join(problems, "; ")
+	if why := s.updateGate(); why != "" {
+		s.blocked = "In-place update waits: " + why
 		return ctrl.Result{RequeueAfter: unhealthyRecheck}, nil
 	}
 	if len(fresh) > 0 {
@@ -228,6 +232,24 @@ func (r *Reconciler) reconcileUpdates(ctx context.Context, s *scope, outdated []
 	rec, _, _ := recordOf(m)
 	rec.Step = stepDrain
 	return ctrl.Result{RequeueAfter: converging}, r.writeRecord(ctx, m, rec)
+}
+
+// updateGate says why no node may be touched now, or "": etcd must be healthy (every member
+// a healthy voter the nodes agree on) and every control-plane Node and static pod Ready. It
+// is asked before a node is started and again before each disruptive step (an installer, a
+// config, a reboot), since a drain or a reboot of this node may take long.
+func (s *scope) updateGate() string {
+	if healthy, why := s.etcdHealth(); !healthy {
+		return "etcd is not healthy: " + orDefault(why, "no etcd member list")
+	}
+	problems := s.componentProblems()
+	if s.componentsErr != nil {
+		problems = append(problems, s.componentsErr.Error())
+	}
+	if len(problems) > 0 {
+		return "the control plane is not healthy: " + strings.Join(problems, "; ")
+	}
+	return ""
 }
 
 // startUpdate records the update of m's node, then gives its TalosConfig the new spec.
@@ -259,8 +281,9 @@ func (r *Reconciler) startUpdate(ctx context.Context, s *scope, m *clusterv1.Mac
 	return ctrl.Result{RequeueAfter: converging}, r.ensureConfigSpec(ctx, s, config, rec)
 }
 
-// ensureConfigSpec gives m's TalosConfig the spec and Kubernetes version rec updates to, and
-// marks it for the bootstrap provider to render it again.
+// ensureConfigSpec marks m's TalosConfig with the Kubernetes version rec updates to, for the
+// bootstrap provider to render it again, and once it is marked gives it the new spec: two
+// updates, as the bootstrap webhook allows a new spec only on a TalosConfig marked before.
 func (r *Reconciler) ensureConfigSpec(ctx context.Context, s *scope, config *bootstrapv1.TalosConfig, rec inPlaceRecord) error {
 	spec := desiredConfigSpec(s.tcp)
 	if equality.Semantic.DeepEqual(config.Spec, spec) && config.Annotations[bootstrapv1.InPlaceUpdateAnnotation] == rec.Version {
@@ -270,8 +293,11 @@ func (r *Reconciler) ensureConfigSpec(ctx context.Context, s *scope, config *boo
 	if config.Annotations == nil {
 		config.Annotations = map[string]string{}
 	}
+	if _, marked := config.Annotations[bootstrapv1.InPlaceUpdateAnnotation]; marked {
+		// The bootstrap webhook lets the spec of a marked TalosConfig change, and only then.
+		config.Spec = spec
+	}
 	config.Annotations[bootstrapv1.InPlaceUpdateAnnotation] = rec.Version
-	config.Spec = spec
 	if err := r.Client.Patch(ctx, config, client.MergeFrom(before)); err != nil {
 		return fmt.Errorf("failed to give TalosConfig %s its new spec: %w", config.Name, err)
 	}
@@ -306,8 +332,11 @@ func (r *Reconciler) updateStep(ctx context.Context, s *scope, m *clusterv1.Mach
 	if want := (inPlaceRecord{Version: s.tcp.Spec.Version, ConfigHash: configHash(s.tcp.Spec.ControlPlaneConfig)}); rec.Version != want.Version || rec.ConfigHash != want.ConfigHash {
 		// The spec changed during the update (a fix after a failed step): the node is taken
 		// to the new spec, from the render on, with what it ran before the update.
-		// An installer that ran stays installed: the node boots it at its next reboot, and the
-		// new spec's installer (if another) is installed over it.
+		// An installer that ran stays installed (the node boots it, or already did): the
+		// node's installer is then unknown, and the new spec's is installed over it.
+		if rec.Installed {
+			rec.FromInstaller = ""
+		}
 		rec.Version, rec.ConfigHash, rec.Step, rec.Upgrade, rec.Installed, rec.Reboot, rec.Applied =
 			want.Version, want.ConfigHash, stepRender, "", false, false, false
 		if err := r.writeRecord(ctx, m, rec); err != nil {
@@ -407,6 +436,10 @@ func (r *Reconciler) updateStep(ctx context.Context, s *scope, m *clusterv1.Mach
 		return ctrl.Result{RequeueAfter: converging}, r.writeRecord(ctx, m, rec)
 
 	case stepApply:
+		if why := s.updateGate(); why != "" {
+			s.blocked = fmt.Sprintf("In-place update of Machine %s waits before step %s: %s", m.Name, rec.Step, why)
+			return ctrl.Result{RequeueAfter: unhealthyRecheck}, nil
+		}
 		// Leadership moves off the node first: its member stops serving for a moment when
 		// its etcd or kube-apiserver restarts.
 		r.forfeitLeadership(ctx, node, log)
@@ -454,6 +487,10 @@ func (r *Reconciler) updateStep(ctx context.Context, s *scope, m *clusterv1.Mach
 		case rec.RebootSent != nil && time.Since(rec.RebootSent.Time) < rebootAgain:
 			s.waiting = fmt.Sprintf("Waiting for Machine %s to reboot", m.Name)
 			return ctrl.Result{RequeueAfter: converging}, nil
+		}
+		if why := s.updateGate(); why != "" {
+			s.blocked = fmt.Sprintf("In-place update of Machine %s waits before its reboot: %s", m.Name, why)
+			return ctrl.Result{RequeueAfter: unhealthyRecheck}, nil
 		}
 		rec.RebootSent = ptrNow()
 		if err := r.writeRecord(ctx, m, rec); err != nil {
@@ -528,8 +565,7 @@ func (s *scope) componentsRun(m *clusterv1.Machine, version string) string {
 // config and Talos version (when upgraded), its Node must be Ready with the new kubelet,
 // its static pods Ready with the new images, and etcd healthy.
 func (r *Reconciler) verifyUpdated(ctx context.Context, s *scope, m *clusterv1.Machine, node talosclient.Client, rec inPlaceRecord, data []byte) string {
-	if rec.Upgrade != "" {
-		want := imageTag(rec.Upgrade)
+	if want := imageTag(rec.Upgrade); want != "" {
 		version, err := node.Version(ctx)
 		if err != nil {
 			return "the node does not answer its version: " + err.Error()
@@ -557,6 +593,13 @@ func (r *Reconciler) verifyUpdated(ctx context.Context, s *scope, m *clusterv1.M
 // finishUpdate gives m the spec its node now runs and ends its record; the TalosConfig is
 // no longer marked for rendering again.
 func (r *Reconciler) finishUpdate(ctx context.Context, m *clusterv1.Machine, config *bootstrapv1.TalosConfig, rec inPlaceRecord) (ctrl.Result, error) {
+	// The TalosConfig first: a manager stopped in between resumes at Verify, which marks it
+	// again; the other way round it would stay marked with no record to unmark it.
+	configBefore := config.DeepCopy()
+	delete(config.Annotations, bootstrapv1.InPlaceUpdateAnnotation)
+	if err := r.Client.Patch(ctx, config, client.MergeFrom(configBefore)); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("failed to unmark TalosConfig %s: %w", config.Name, err)
+	}
 	before := m.DeepCopy()
 	m.Spec.Version = rec.Version
 	m.Annotations[ConfigHashAnnotation] = rec.ConfigHash
@@ -564,11 +607,6 @@ func (r *Reconciler) finishUpdate(ctx context.Context, m *clusterv1.Machine, con
 	delete(m.Annotations, clusterv1.UpdateInProgressAnnotation)
 	if err := r.Client.Patch(ctx, m, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to finish the in-place update of Machine %s: %w", m.Name, err)
-	}
-	configBefore := config.DeepCopy()
-	delete(config.Annotations, bootstrapv1.InPlaceUpdateAnnotation)
-	if err := r.Client.Patch(ctx, config, client.MergeFrom(configBefore)); err != nil && !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, fmt.Errorf("failed to unmark TalosConfig %s: %w", config.Name, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("Updated a control-plane Machine in place", "Machine", klog.KObj(m), "version", rec.Version, "rebooted", rec.Reboot)
 	r.event(m, corev1.EventTypeNormal, "InPlaceUpdated", "UpdateInPlace", "The node runs Kubernetes %s%s", rec.Version, map[bool]string{true: " after a reboot"}[rec.Reboot])

@@ -169,6 +169,12 @@ func (s *scope) whyNotRemediate(m *clusterv1.Machine) (reason, why string) {
 		return controlplanev1.CannotBeRemediatedReason, "the control plane has a single Machine: removing it would leave no control plane; add replicas first"
 	}
 	for _, other := range s.machines {
+		// A node the in-place update reboots goes NotReady for a while, as planned.
+		if rec, ok, _ := recordOf(other); ok && rec.Step == stepReboot && rec.RebootSent != nil && time.Since(rec.RebootSent.Time) < rebootGrace {
+			return controlplanev1.RemediationDeferredReason, fmt.Sprintf("waiting for the node of Machine %s to come back from the reboot of its in-place update", other.Name)
+		}
+	}
+	for _, other := range s.machines {
 		switch {
 		case other.Name == m.Name:
 		case !other.DeletionTimestamp.IsZero():

@@ -137,7 +137,8 @@ func updateStatus(s *scope) {
 	if rolling {
 		message = fmt.Sprintf("Rolling out %d Machines. %s", len(outdated), s.blocked)
 		if updates := len(s.toUpdate()); updates > 0 {
-			message = fmt.Sprintf("Rolling out %d Machines, %d of them in place. %s", len(outdated), updates, s.blocked)
+			// What the node under update waits for, unless something blocks the rollout.
+			message = fmt.Sprintf("Rolling out %d Machines, %d of them in place. %s", len(outdated), updates, orDefault(s.blocked, s.waiting))
 		}
 	}
 	set(tcp, controlplanev1.RollingOutCondition, rolling, reasonNo, strings.TrimSpace(message))
