@@ -472,13 +472,19 @@ func TestTalosctl(t *testing.T) {
 			g.Expect(out).To(ContainSubstring(`updating "kube-apiserver" to version "1.36.4"`))
 			g.Expect(images(g)).To(HaveLen(9))
 			g.Expect(images(g)).To(HaveEach(HaveSuffix(":v1.36.3")), "a dry run changes nothing")
-			out = c.ok(g, on(controlPlanes[0], "upgrade-k8s", "--to", "1.36.4")...)
+			// The bootstrap manifests (the nodes' Manifest resources) are applied; talosctl is
+			// not made to wait for kube-proxy and CoreDNS to be ready: the simulator runs no
+			// workload Pods (docs/sim.md).
+			out = c.ok(g, on(controlPlanes[0], "upgrade-k8s", "--to", "1.36.4", "--manifests-reconcile-timeout", "0")...)
 			for _, address := range controlPlanes {
 				g.Expect(out).To(ContainSubstring(fmt.Sprintf(`< %q: successfully updated`, address)))
 			}
 			g.Expect(images(g)).To(HaveEach(HaveSuffix(":v1.36.4")))
 			g.Expect(kubelets(g)).To(HaveEach("v1.36.4"))
 			g.Expect(kubelets(g)).To(HaveLen(4))
+			proxy, err := kube(g, dir).AppsV1().DaemonSets(metav1.NamespaceSystem).Get(context.Background(), "kube-proxy", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred(), "talosctl applied the kube-proxy manifest")
+			g.Expect(proxy.Spec.Template.Spec.Containers[0].Image).To(HaveSuffix(":v1.36.4"))
 		}},
 		{"reboot", func(g Gomega) {
 			// talosctl waits for the node to go down and come back ready with a new boot ID.
