@@ -44,6 +44,7 @@ import (
 	topologymachinesetreconciler "sigs.k8s.io/cluster-api/core/reconcilers/topology/machineset"
 	capisetup "sigs.k8s.io/cluster-api/core/setup"
 	capifeature "sigs.k8s.io/cluster-api/feature"
+	"sigs.k8s.io/cluster-api/util/index"
 
 	bootstrapsetup "github.com/talon-capi/talon/bootstrap/setup"
 	controlplanesetup "github.com/talon-capi/talon/controlplane/setup"
@@ -174,6 +175,10 @@ func setupTopologyReconcilers(ctx context.Context, mgr ctrl.Manager, cache clust
 	if err := capifeature.MutableGates.Set(string(capifeature.ClusterTopology) + "=true"); err != nil {
 		return err
 	}
+	// The topology reconciler finds a ClusterClass's Clusters through this index.
+	if err := index.ByClusterClassRef(ctx, mgr); err != nil {
+		return err
+	}
 	options := controller.Options{MaxConcurrentReconciles: 5}
 	c, reader := mgr.GetClient(), mgr.GetAPIReader()
 	return errors.Join(
@@ -186,6 +191,12 @@ func setupTopologyReconcilers(ctx context.Context, mgr ctrl.Manager, cache clust
 
 // setupCoreReconcilers wires Cluster API's core reconcilers as its own manager does.
 func setupCoreReconcilers(ctx context.Context, mgr ctrl.Manager) (clustercache.ClusterCache, error) {
+	// The Machine reconciler maps a workload Node's events to its Machine through these
+	// indexes (by node name, then by providerID); without them every Node event is dropped,
+	// and a Machine whose Node registers after its last reconcile waits for a resync.
+	if err := errors.Join(index.ByMachineNode(ctx, mgr), index.ByMachineProviderID(ctx, mgr)); err != nil {
+		return nil, fmt.Errorf("failed to index Machines: %w", err)
+	}
 	options := controller.Options{MaxConcurrentReconciles: 5}
 	cache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
 		SecretClient: mgr.GetClient(),

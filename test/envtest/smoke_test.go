@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/index"
 
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
 	"github.com/talon-capi/talon/test/envtest"
@@ -88,5 +89,39 @@ func TestClusterAdoptsTalosDockerCluster(t *testing.T) {
 		g.Expect(cluster.Status.Initialization.InfrastructureProvisioned).To(HaveValue(BeTrue()))
 		g.Expect(cluster.Spec.ControlPlaneEndpoint).To(Equal(infraCluster.Spec.ControlPlaneEndpoint))
 		g.Expect(cluster.Status.Phase).To(Equal(string(clusterv1.ClusterPhaseProvisioned)))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+}
+
+// TestCoreReconcilersMapNodesToMachines checks that the manager has the indexes Cluster API's
+// own manager adds: its Machine reconciler finds the Machine of a workload Node event by them
+// (by node name, then by providerID), and a test whose Node registers after its Machine's last
+// reconcile waits for a resync without them.
+func TestCoreReconcilersMapNodesToMachines(t *testing.T) {
+	g := NewWithT(t)
+	env := envtest.Get(t)
+	mgr := env.StartManager(t, envtest.ManagerOptions{CoreReconcilers: true})
+	ns := env.NewNamespace(t, "index")
+	ctx := t.Context()
+
+	machine := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: "indexed", Namespace: ns},
+		Spec: clusterv1.MachineSpec{
+			ClusterName: "absent",
+			ProviderID:  "talon-sim://127.0.0.9",
+			Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To("absent")},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: "TalosDockerMachine", Name: "absent",
+			},
+		},
+	}
+	g.Expect(env.Client.Create(ctx, machine)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		machines := &clusterv1.MachineList{}
+		g.Expect(mgr.GetClient().List(ctx, machines, client.InNamespace(ns),
+			client.MatchingFields{index.MachineProviderIDField: machine.Spec.ProviderID})).To(Succeed())
+		g.Expect(machines.Items).To(ConsistOf(HaveField("Name", machine.Name)))
+		g.Expect(mgr.GetClient().List(ctx, machines, client.InNamespace(ns),
+			client.MatchingFields{index.MachineNodeNameField: "no-such-node"})).To(Succeed())
+		g.Expect(machines.Items).To(BeEmpty())
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 }
