@@ -122,12 +122,14 @@ test-e2e: release-manifests tools sim-image ## Run only the end-to-end suite (ta
 		$(GOTESTSUM) --format standard-verbose -- -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/...
 
 .PHONY: bench
-bench: release-manifests tools ## Run every benchmark and print its figures, ending with the scenario table and the side-by-side table with Sidero's providers (record them in docs/benchmarks.md)
+bench: release-manifests tools ## Run every benchmark and print its figures, ending with the scenario table, the in-place vs replacement upgrade and the side-by-side table with Sidero's providers (record them in docs/benchmarks.md)
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory sim-image; fi
 	KUBEBUILDER_ASSETS=$(BIN) TALON_SIM_IMAGE=$(SIM_IMAGE) go test -run '^$$' -bench . -benchmem -timeout 60m \
 		$$(go list ./... | grep -v /test/e2e)
 	@# The scenario table: clusters on a management plane of processes, as talon up makes it.
 	KUBEBUILDER_ASSETS=$(BIN) TALON_SIM_IMAGE=$(SIM_IMAGE) go test -run '^$$' -bench Scenarios -benchtime 1x -timeout 60m ./test/e2e/
+	@# One 3 + 2 upgrade in place and by replacement, side by side (docs/upgrades.md).
+	KUBEBUILDER_ASSETS=$(BIN) TALON_SIM_IMAGE=$(SIM_IMAGE) go test -run '^$$' -bench UpgradeInPlaceVsReplacement -benchtime 1x -timeout 60m ./test/e2e/
 	@# Side by side with Sidero Labs' providers on the same infrastructure (docs/sidero.md).
 	KUBEBUILDER_ASSETS=$(BIN) TALON_SIM_IMAGE=$(SIM_IMAGE) go test -run '^$$' -bench SideBySide -benchtime 1x -timeout 90m ./test/e2e/
 
@@ -139,11 +141,13 @@ release-manifests: $(KUSTOMIZE) ## Write the clusterctl components and metadata.
 	$(KUSTOMIZE) build config/bootstrap/default > $(OUT)/bootstrap-components.yaml
 	$(KUSTOMIZE) build config/controlplane/default > $(OUT)/control-plane-components.yaml
 	$(KUSTOMIZE) build config/infrastructure/default > $(OUT)/infrastructure-components.yaml
+	$(KUSTOMIZE) build config/controlplane/extension > $(OUT)/in-place-updates.yaml
 	cp metadata.yaml templates/cluster-template.yaml templates/cluster-template-metal.yaml templates/clusterclass-talos-docker.yaml $(OUT)/
-	@echo "Wrote $(OUT)/{bootstrap,control-plane,infrastructure}-components.yaml, metadata.yaml, cluster-template{,-metal}.yaml and clusterclass-talos-docker.yaml"
+	@echo "Wrote $(OUT)/{bootstrap,control-plane,infrastructure}-components.yaml, in-place-updates.yaml, metadata.yaml, cluster-template{,-metal}.yaml and clusterclass-talos-docker.yaml"
 	@# A clusterctl local repository of these files and the clusterctl.yaml that points at it:
 	@#   clusterctl init --config out/clusterctl.yaml --bootstrap talon --control-plane talon --infrastructure talon
-	@rm -rf $(OUT)/repository; printf 'providers:\n' > $(OUT)/clusterctl.yaml
+	@# Cluster API's core manager calls Talon's in-place update hooks with these two gates on.
+	@rm -rf $(OUT)/repository; printf 'EXP_RUNTIME_SDK: "true"\nEXP_IN_PLACE_UPDATES: "true"\nproviders:\n' > $(OUT)/clusterctl.yaml
 	@for p in bootstrap:BootstrapProvider control-plane:ControlPlaneProvider infrastructure:InfrastructureProvider; do \
 		name=$${p%%:*}; dir=$(OUT)/repository/$$name-talon/$(RELEASE_VERSION); mkdir -p $$dir; \
 		cp $(OUT)/$$name-components.yaml $(OUT)/metadata.yaml $$dir/; \

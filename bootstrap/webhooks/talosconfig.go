@@ -31,6 +31,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
 	bootstrapv1alpha3 "github.com/talon-capi/talon/api/bootstrap/v1alpha3"
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
@@ -64,7 +66,8 @@ func (w *TalosConfig) ValidateCreate(_ context.Context, c *bootstrapv1.TalosConf
 
 // ValidateUpdate also keeps the spec as it is once the data Secret exists, unless the
 // TalosConfig's owner is updating its node in place (InPlaceUpdateAnnotation, set in an
-// earlier update): then the new spec must render, as a new one would.
+// earlier update, or Cluster API's UpdateInProgressAnnotation, set with the new spec): then
+// the new spec must render, as a new one would.
 func (w *TalosConfig) ValidateUpdate(_ context.Context, oldC, newC *bootstrapv1.TalosConfig) (admission.Warnings, error) {
 	// Metadata changes (owner references, labels, clusterctl move) never depend on the spec.
 	if equality.Semantic.DeepEqual(oldC.Spec, newC.Spec) {
@@ -74,7 +77,12 @@ func (w *TalosConfig) ValidateUpdate(_ context.Context, oldC, newC *bootstrapv1.
 	// single update cannot both mark a TalosConfig and rewrite its config.
 	_, wasMarked := oldC.Annotations[bootstrapv1.InPlaceUpdateAnnotation]
 	_, marked := newC.Annotations[bootstrapv1.InPlaceUpdateAnnotation]
-	inPlace := wasMarked && marked
+	// Cluster API's in-place update of a worker writes the new spec together with its own
+	// mark (a MachineSet taking over the Machine); Talon's extension then has it rendered.
+	// Whoever may write TalosConfigs may set that mark too: the rule guards against
+	// mistakes, not against writers with that right.
+	_, updating := newC.Annotations[clusterv1.UpdateInProgressAnnotation]
+	inPlace := (wasMarked && marked) || updating
 	if ptr.Deref(oldC.Status.Initialization.DataSecretCreated, false) && !inPlace {
 		return nil, invalid("TalosConfig", newC.Name, field.ErrorList{field.Forbidden(field.NewPath("spec"),
 			"the machine config is already written to the bootstrap data Secret and is not rewritten; "+

@@ -19,10 +19,18 @@ package setup
 import (
 	"context"
 	"errors"
+	"fmt"
+
+	"github.com/spf13/pflag"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	runtimecatalog "sigs.k8s.io/cluster-api/api/runtime/catalog"
+	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
+	"sigs.k8s.io/cluster-api/exp/runtime/server"
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	controlplanev1alpha3 "github.com/talon-capi/talon/api/controlplane/v1alpha3"
@@ -41,8 +49,27 @@ func Provider() manager.Provider {
 		AddToScheme:      []func(*runtime.Scheme) error{controlplanev1.AddToScheme, controlplanev1alpha3.AddToScheme, bootstrapv1.AddToScheme},
 		SetupReconcilers: Reconcilers,
 		SetupWebhooks:    Webhooks,
+		AddFlags: func(fs *pflag.FlagSet) {
+			fs.IntVar(&extensionPort, "runtime-extension-port", DefaultExtensionPort,
+				"Port Cluster API's in-place update hooks for worker Machines are served on (HTTPS, with the webhook "+
+					"certificate of --webhook-cert-dir); 0 serves none.")
+		},
+		Validate: func() error {
+			if extensionPort < 0 || extensionPort > 65535 {
+				return fmt.Errorf("--runtime-extension-port must be a port number or 0, got %d", extensionPort)
+			}
+			return nil
+		},
 	}
 }
+
+// extensionPort is the --runtime-extension-port of the provider's manager; 0 (no hooks
+// served) where Reconcilers runs without the command line, as in tests.
+var extensionPort int
+
+// DefaultExtensionPort is where the control-plane manager serves Cluster API's in-place
+// update hooks unless told otherwise; the shipped ExtensionConfig names it.
+const DefaultExtensionPort = 9444
 
 // Reconcilers registers the TalosControlPlane reconciler with mgr.
 func Reconcilers(ctx context.Context, mgr ctrl.Manager, opts *manager.Options) error {
@@ -50,10 +77,45 @@ func Reconcilers(ctx context.Context, mgr ctrl.Manager, opts *manager.Options) e
 	if err != nil {
 		return err
 	}
-	return (&taloscontrolplane.Reconciler{
+	r := &taloscontrolplane.Reconciler{
 		Client: mgr.GetClient(), TalosClients: talosclient.NewFactory(), ClusterCache: cache, WatchFilterValue: opts.WatchFilter,
 		Events: mgr.GetEventRecorder("talon-control-plane-manager"),
-	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.Concurrency})
+	}
+	if err := r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.Concurrency}); err != nil {
+		return err
+	}
+	if extensionPort == 0 {
+		return nil
+	}
+	return Extension(mgr, r, extensionPort, opts.WebhookCertDir)
+}
+
+// Extension serves r's answers to Cluster API's in-place update hooks (CanUpdateMachineSet,
+// CanUpdateMachine, UpdateMachine) on port, with the certificate in certDir, as the runtime
+// extension an ExtensionConfig registers with Cluster API's core manager.
+func Extension(mgr ctrl.Manager, r *taloscontrolplane.Reconciler, port int, certDir string) error {
+	catalog := runtimecatalog.New()
+	if err := runtimehooksv1.AddToCatalog(catalog); err != nil {
+		return err
+	}
+	srv, err := server.New(server.Options{Catalog: catalog, Port: port, CertDir: certDir})
+	if err != nil {
+		return err
+	}
+	// Cluster API allows 30s at most; an UpdateMachine call takes one step of a node.
+	timeout := ptr.To[int32](30)
+	fail := ptr.To(runtimehooksv1.FailurePolicyFail)
+	if err := errors.Join(
+		srv.AddExtensionHandler(server.ExtensionHandler{Hook: runtimehooksv1.CanUpdateMachineSet, Name: "can-update-machineset",
+			HandlerFunc: r.CanUpdateMachineSet, TimeoutSeconds: timeout, FailurePolicy: fail}),
+		srv.AddExtensionHandler(server.ExtensionHandler{Hook: runtimehooksv1.CanUpdateMachine, Name: "can-update-machine",
+			HandlerFunc: r.CanUpdateMachine, TimeoutSeconds: timeout, FailurePolicy: fail}),
+		srv.AddExtensionHandler(server.ExtensionHandler{Hook: runtimehooksv1.UpdateMachine, Name: "update-machine",
+			HandlerFunc: r.UpdateMachine, TimeoutSeconds: timeout, FailurePolicy: fail}),
+	); err != nil {
+		return err
+	}
+	return mgr.Add(srv)
 }
 
 // Webhooks registers the validating webhooks of TalosControlPlane and TalosControlPlaneTemplate.

@@ -274,6 +274,9 @@ func (p *Plane) Remove(ctx context.Context) error {
 // logf reports a step to the plane's log writer.
 func (p *Plane) logf(format string, args ...any) { _, _ = fmt.Fprintf(p.log, format, args...) }
 
+// Logf writes a line about p's providers to its log.
+func (p *Plane) Logf(format string, args ...any) { p.logf(format, args...) }
+
 // save records the plane's state in its directory.
 func (p *Plane) save() error {
 	data, err := json.MarshalIndent(p.state, "", "  ")

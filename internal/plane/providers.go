@@ -36,7 +36,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -78,10 +82,15 @@ type Manager struct {
 	// Args are the manager's own arguments; the plane adds the webhook, health and
 	// diagnostics addresses.
 	Args []string `json:"args,omitempty"`
-	// WebhookPort, HealthPort and DiagnosticsPort are the loopback ports the plane chose.
+	// Extension says the manager serves a Cluster API runtime extension
+	// (--runtime-extension-port), which its provider's ExtensionConfigs register.
+	Extension bool `json:"extension,omitempty"`
+	// WebhookPort, HealthPort and DiagnosticsPort are the loopback ports the plane chose,
+	// and ExtensionPort that of the runtime extension.
 	WebhookPort     int `json:"webhookPort,omitempty"`
 	HealthPort      int `json:"healthPort,omitempty"`
 	DiagnosticsPort int `json:"diagnosticsPort,omitempty"`
+	ExtensionPort   int `json:"extensionPort,omitempty"`
 }
 
 // Managers are the managers the plane runs.
@@ -201,7 +210,11 @@ func RunClusterctl(ctx context.Context, binDir, kubeconfig string, env []string,
 // It returns once the manager reports ready.
 func (p *Plane) StartManager(ctx context.Context, m Manager) error {
 	var err error
-	for _, port := range []*int{&m.WebhookPort, &m.HealthPort, &m.DiagnosticsPort} {
+	ports := []*int{&m.WebhookPort, &m.HealthPort, &m.DiagnosticsPort}
+	if m.Extension {
+		ports = append(ports, &m.ExtensionPort)
+	}
+	for _, port := range ports {
 		if *port, err = freePort(ctx); err != nil {
 			return err
 		}
@@ -218,6 +231,9 @@ func (p *Plane) StartManager(ctx context.Context, m Manager) error {
 		"--webhook-port="+strconv.Itoa(m.WebhookPort), "--webhook-cert-dir="+p.WebhookCertDir(),
 		"--health-addr=127.0.0.1:"+strconv.Itoa(m.HealthPort),
 		"--diagnostics-address=127.0.0.1:"+strconv.Itoa(m.DiagnosticsPort), "--insecure-diagnostics")
+	if m.Extension {
+		args = append(args, "--runtime-extension-port="+strconv.Itoa(m.ExtensionPort))
+	}
 	proc, err := p.run(m.Name, m.Path, args, []string{"KUBECONFIG=" + p.Kubeconfig()})
 	if err != nil {
 		return err
@@ -352,6 +368,12 @@ func (p *Plane) routeWebhooks(ctx context.Context, c client.Client, m Manager) e
 		}
 	}
 
+	if m.Extension {
+		if err := p.routeExtensions(ctx, c, m, selector); err != nil {
+			return err
+		}
+	}
+
 	deployments := &appsv1.DeploymentList{}
 	if err := c.List(ctx, deployments, selector); err != nil {
 		return err
@@ -366,6 +388,69 @@ func (p *Plane) routeWebhooks(ctx context.Context, c client.Client, m Manager) e
 		if err := c.Update(ctx, d); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// routeExtensions points the ExtensionConfigs of m's provider at the manager's runtime
+// extension, and writes the serving certificate's Secret their CA is injected from, as
+// cert-manager would: Cluster API's core manager copies its ca.crt into the ExtensionConfig.
+func (p *Plane) routeExtensions(ctx context.Context, c client.Client, m Manager, selector client.MatchingLabels) error {
+	configs := &unstructured.UnstructuredList{}
+	configs.SetGroupVersionKind(schema.GroupVersionKind{Group: "runtime.cluster.x-k8s.io", Version: "v1beta2", Kind: "ExtensionConfigList"})
+	if err := c.List(ctx, configs, selector); err != nil {
+		return err
+	}
+	for i := range configs.Items {
+		config := &configs.Items[i]
+		if from := config.GetAnnotations()[injectCAFromSecret]; from != "" {
+			if err := p.writeServingSecret(ctx, c, from); err != nil {
+				return err
+			}
+		}
+		url := fmt.Sprintf("https://127.0.0.1:%d", m.ExtensionPort)
+		if current, _, _ := unstructured.NestedString(config.Object, "spec", "clientConfig", "url"); current == url {
+			continue
+		}
+		unstructured.RemoveNestedField(config.Object, "spec", "clientConfig", "service")
+		if err := unstructured.SetNestedField(config.Object, url, "spec", "clientConfig", "url"); err != nil {
+			return err
+		}
+		if err := c.Update(ctx, config); apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+			// Cluster API's webhook refuses ExtensionConfigs while its RuntimeSDK gate is off:
+			// the manager runs, and Cluster API calls no hooks.
+			p.logf("ExtensionConfig %s not pointed at %s: %v\n", config.GetName(), m.Name, err)
+		} else if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// injectCAFromSecret is Cluster API's annotation naming the Secret (namespace/name) whose
+// ca.crt an ExtensionConfig trusts.
+const injectCAFromSecret = "runtime.cluster.x-k8s.io/inject-ca-from-secret"
+
+// writeServingSecret writes the Secret at key (namespace/name) with the plane's webhook
+// serving certificate and CA, as cert-manager writes a Certificate's Secret.
+func (p *Plane) writeServingSecret(ctx context.Context, c client.Client, key string) error {
+	namespace, name, ok := strings.Cut(key, "/")
+	if !ok {
+		return fmt.Errorf("%s %q is not namespace/name", injectCAFromSecret, key)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Type: corev1.SecretTypeTLS, Data: map[string][]byte{}}
+	for file, key := range map[string]string{p.pki("ca.crt"): "ca.crt", filepath.Join(p.WebhookCertDir(), "tls.crt"): corev1.TLSCertKey,
+		filepath.Join(p.WebhookCertDir(), "tls.key"): corev1.TLSPrivateKeyKey} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		secret.Data[key] = data
+	}
+	if err := c.Create(ctx, secret); apierrors.IsAlreadyExists(err) {
+		return c.Update(ctx, secret)
+	} else if err != nil {
+		return err
 	}
 	return nil
 }

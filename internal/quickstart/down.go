@@ -28,6 +28,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -103,6 +105,11 @@ func Down(ctx context.Context, opts DownOptions) error {
 		// Up installed Cluster API and Talon into a cluster it did not start: they go, the
 		// cluster stays.
 		if err := p.Stop(ctx); err != nil {
+			return err
+		}
+		// Up registered the in-place update hooks: clusterctl removes no CRD while an
+		// object of it is left.
+		if err := deleteExtensionConfigs(ctx, p); err != nil {
 			return err
 		}
 		// The garbage collector removes the deleted clusters' templates a moment later;
@@ -196,6 +203,22 @@ func deleteCluster(ctx context.Context, rec *Record, opts DownOptions) error {
 	}
 	if rec.Runtime == RuntimeDocker {
 		return removeFromDocker(ctx, dockerruntime.Cluster{Namespace: rec.Namespace, Name: rec.Name}, opts.Out)
+	}
+	return nil
+}
+
+// deleteExtensionConfigs deletes the ExtensionConfigs of Talon's control-plane provider
+// from p (Cluster API's ExtensionConfig has no finalizer: its manager need not run).
+func deleteExtensionConfigs(ctx context.Context, p *plane.Plane) error {
+	c, err := p.Client(client.Options{})
+	if err != nil {
+		return err
+	}
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(schema.GroupVersionKind{Group: "runtime.cluster.x-k8s.io", Version: "v1beta2", Kind: "ExtensionConfig"})
+	err = c.DeleteAllOf(ctx, obj, client.MatchingLabels{clusterv1.ProviderNameLabel: "control-plane-talon"})
+	if err != nil && !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("failed to delete Talon's ExtensionConfig: %w", err)
 	}
 	return nil
 }

@@ -300,10 +300,15 @@ func InstallProviders(ctx context.Context, p *plane.Plane, clusterctlConfig, rt 
 	return installProviders(ctx, p, clusterctlConfig, rt, "talon", bootstrap, controlPlane)
 }
 
+// CAPIFeatureGates are the feature gates the plane's Cluster API core manager runs with:
+// ClusterClass, and the in-place updates of worker Machines through the runtime extension
+// of Talon's control-plane manager.
+const CAPIFeatureGates = "--feature-gates=ClusterTopology=true,InPlaceUpdates=true,RuntimeSDK=true"
+
 // talonManagers are Talon's bootstrap and control-plane managers in bin.
 func talonManagers(bin string) (bootstrap, controlPlane plane.Manager) {
 	return plane.Manager{Name: "talon-bootstrap", Provider: "bootstrap-talon", Path: filepath.Join(bin, BootstrapBinary)},
-		plane.Manager{Name: "talon-control-plane", Provider: "control-plane-talon", Path: filepath.Join(bin, ControlPlaneBin)}
+		plane.Manager{Name: "talon-control-plane", Provider: "control-plane-talon", Path: filepath.Join(bin, ControlPlaneBin), Extension: true}
 }
 
 // InstallSideroProviders installs Cluster API, Talon's infrastructure provider and Sidero
@@ -368,12 +373,48 @@ func installProviders(ctx context.Context, p *plane.Plane, clusterctlConfig, rt,
 	}
 	for _, m := range []plane.Manager{
 		{Name: "cluster-api", Provider: "cluster-api", Path: filepath.Join(bin, CAPIManagerBinary),
-			Args: []string{"--feature-gates=ClusterTopology=true"}},
+			Args: []string{CAPIFeatureGates}},
 		bootstrap, controlPlane,
 		{Name: "talon-infrastructure", Provider: "infrastructure-talon", Path: filepath.Join(bin, InfraBinary), Args: infraArgs},
 	} {
 		if err := p.StartManager(ctx, m); err != nil {
 			return err
+		}
+		if m.Name == "cluster-api" && controlPlane.Extension {
+			// Registered once the core manager runs (its webhook admits ExtensionConfigs) and
+			// before the control-plane manager starts (the plane points it at its port).
+			path := filepath.Join(filepath.Dir(clusterctlConfig), InPlaceUpdatesFile)
+			if _, err := os.Stat(path); err != nil {
+				p.Logf("Workers are replaced, not updated in place: no %s beside %s\n", InPlaceUpdatesFile, clusterctlConfig)
+			} else if err := applyFile(ctx, p, path); err != nil {
+				return fmt.Errorf("failed to register the in-place update hooks: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// InPlaceUpdatesFile is the ExtensionConfig of the control-plane manager's in-place update
+// hooks, which make release-manifests writes beside clusterctl.yaml.
+const InPlaceUpdatesFile = "in-place-updates.yaml"
+
+// applyFile applies the objects of a YAML file to p.
+func applyFile(ctx context.Context, p *plane.Plane, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	objs, err := utilyaml.ToUnstructured(data)
+	if err != nil {
+		return err
+	}
+	c, err := p.Client(client.Options{})
+	if err != nil {
+		return err
+	}
+	for i := range objs {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&objs[i]), client.FieldOwner("talon-up"), client.ForceOwnership); err != nil {
+			return fmt.Errorf("failed to apply %s %s: %w", objs[i].GetKind(), objs[i].GetName(), err)
 		}
 	}
 	return nil

@@ -18,6 +18,8 @@ package binaries
 
 import (
 	"context"
+	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -117,16 +119,21 @@ func TestManagersServeHealthAndStopOnSIGTERM(t *testing.T) {
 			health, diagnostics, webhook := freePort(t), freePort(t), freePort(t)
 			// Serve webhooks with the certificate envtest made for the test process.
 			_, _, certDir := env.WebhookServing()
-			manager := startProcess(t, filepath.Join(bin, name+"-manager"), nil,
-				"--kubeconfig="+kubeconfigPath,
-				"--health-addr=127.0.0.1:"+strconv.Itoa(health),
-				"--diagnostics-address=127.0.0.1:"+strconv.Itoa(diagnostics),
+			args := []string{
+				"--kubeconfig=" + kubeconfigPath,
+				"--health-addr=127.0.0.1:" + strconv.Itoa(health),
+				"--diagnostics-address=127.0.0.1:" + strconv.Itoa(diagnostics),
 				"--insecure-diagnostics",
-				"--webhook-port="+strconv.Itoa(webhook),
-				"--webhook-cert-dir="+certDir,
+				"--webhook-port=" + strconv.Itoa(webhook),
+				"--webhook-cert-dir=" + certDir,
 				"--leader-elect",
-				"--leader-elect-namespace="+ns,
-			)
+				"--leader-elect-namespace=" + ns,
+			}
+			extension := freePort(t)
+			if name == "controlplane" {
+				args = append(args, "--runtime-extension-port="+strconv.Itoa(extension))
+			}
+			manager := startProcess(t, filepath.Join(bin, name+"-manager"), nil, args...)
 
 			for _, path := range []string{"/healthz", "/readyz"} {
 				url := fmt.Sprintf("http://127.0.0.1:%d%s", health, path)
@@ -154,6 +161,15 @@ func TestManagersServeHealthAndStopOnSIGTERM(t *testing.T) {
 				g.Expect(body).To(ContainSubstring("leader_election_master_status"))
 			}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 
+			if name == "controlplane" {
+				t.Log("The control-plane manager answers Cluster API's discovery call with its three in-place update hooks")
+				g.Eventually(func(g Gomega) {
+					handlers, err := discover(ctx, extension)
+					g.Expect(err).NotTo(HaveOccurred())
+					g.Expect(handlers).To(ConsistOf("can-update-machineset", "can-update-machine", "update-machine"))
+				}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+			}
+
 			t.Log("SIGTERM stops the manager with exit code 0 and releases the Lease")
 			manager.terminate(t)
 			g.Expect(manager.logs.String()).To(ContainSubstring("Manager stopped"))
@@ -161,6 +177,41 @@ func TestManagersServeHealthAndStopOnSIGTERM(t *testing.T) {
 			g.Expect(lease.Spec.HolderIdentity).To(Or(BeNil(), HaveValue(BeEmpty())))
 		})
 	}
+}
+
+// discover makes Cluster API's discovery call on the runtime extension at port and returns
+// the names of the handlers it lists. The certificate is not verified here: the end-to-end
+// suite runs Cluster API's own client, which trusts the CA it injected.
+func discover(ctx context.Context, port int) ([]string, error) {
+	body := strings.NewReader(`{"apiVersion":"hooks.runtime.cluster.x-k8s.io/v1alpha1","kind":"DiscoveryRequest"}`)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("https://127.0.0.1:%d/hooks.runtime.cluster.x-k8s.io/v1alpha1/discovery", port), body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // see above
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close() //nolint:errcheck // read to the end below
+	var discovery struct {
+		Status   string `json:"status"`
+		Handlers []struct {
+			Name string `json:"name"`
+		} `json:"handlers"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&discovery); err != nil {
+		return nil, err
+	}
+	if discovery.Status != "Success" {
+		return nil, fmt.Errorf("discovery answered %q", discovery.Status)
+	}
+	names := make([]string, 0, len(discovery.Handlers))
+	for _, h := range discovery.Handlers {
+		names = append(names, h.Name)
+	}
+	return names, nil
 }
 
 // providerName maps a cmd directory to the manager's name: the control plane is

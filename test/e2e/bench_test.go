@@ -29,8 +29,6 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
@@ -152,39 +150,7 @@ func upgradeControlPlane(ctx context.Context, b *testing.B, p *plane.Plane, name
 	if err != nil {
 		b.Fatal(err)
 	}
-	tcp := &controlplanev1.TalosControlPlane{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: name + "-control-plane"}, tcp); err != nil {
-		b.Fatal(err)
-	}
-	patch := client.MergeFrom(tcp.DeepCopy())
-	tcp.Spec.Version = newVersion
-	start := time.Now()
-	if err := c.Patch(ctx, tcp, patch); err != nil {
-		b.Fatal(err)
-	}
-	for {
-		tree, err := quickstart.Describe(ctx, c, "default", name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		upgraded := 0
-		list := &clusterv1.MachineList{}
-		if err := c.List(ctx, list, client.InNamespace("default"), client.MatchingLabels{clusterv1.ClusterNameLabel: name, clusterv1.MachineControlPlaneLabel: ""}); err != nil {
-			b.Fatal(err)
-		}
-		for _, m := range list.Items {
-			if m.Spec.Version == newVersion {
-				upgraded++
-			}
-		}
-		if upgraded == 3 && len(list.Items) == 3 && tree.Ready() {
-			return time.Since(start)
-		}
-		if time.Since(start) > 10*time.Minute {
-			b.Fatalf("control plane not upgraded after 10 minutes:\n%s", tree)
-		}
-		time.Sleep(time.Second)
-	}
+	return upgrade(ctx, b, c, name, &controlplanev1.TalosControlPlane{}, name+"-control-plane", fmt.Sprintf(`{"spec":{"version":%q}}`, newVersion), 3, true)
 }
 
 // configsPerSecond measures how many control-plane configs Talon renders and validates

@@ -147,7 +147,9 @@ func (s *suite) client(kubeconfig string) client.Client {
 }
 
 // TestEndToEnd is the user's path through Talon: the quickstart, a look with talon status
-// and clusterctl describe, scaling workers, a ClusterClass cluster upgraded through its
+// and clusterctl describe, scaling workers, Kubernetes patch releases
+// in place (control plane and workers, through Cluster API's hooks) and by replacement with
+// the core manager's in-place gates off, a ClusterClass cluster upgraded through its
 // topology, clusterctl move of a running cluster to a second management plane, deletion,
 // and talon down.
 func TestEndToEnd(t *testing.T) {
@@ -164,6 +166,7 @@ func TestEndToEnd(t *testing.T) {
 
 	mgmt := s.quickstart()
 	s.scaleWorkers(mgmt)
+	s.updateInPlace(mgmt)
 	s.topologyUpgrade(mgmt)
 	s.move(mgmt)
 	s.down()
@@ -261,11 +264,11 @@ func (s *suite) quickstart() client.Client {
 	return mgmt
 }
 
-// scaleWorkers scales the quickstart cluster's workers 2 -> 5 -> 1.
+// scaleWorkers scales the quickstart cluster's workers 2 -> 5 -> 2.
 func (s *suite) scaleWorkers(mgmt client.Client) {
 	ctx := s.t.Context()
 	workload := s.client(filepath.Join(s.out, "e2e", "kubeconfig"))
-	for _, replicas := range []int32{5, 1} {
+	for _, replicas := range []int32{5, 2} {
 		start := time.Now()
 		md := &clusterv1.MachineDeployment{}
 		s.g.Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: "default", Name: "e2e-workers"}, md)).To(Succeed())

@@ -174,18 +174,31 @@ func (s *suite) plane(name string) *plane.Plane {
 	return p
 }
 
-// restartManager kills the plane's manager called name with SIGKILL and starts it again.
-func (s *suite) restartManager(p *plane.Plane, name string) {
+// restartManager kills the plane's manager called name with SIGKILL and starts it again,
+// with args instead of its own arguments when there are any.
+func (s *suite) restartManager(p *plane.Plane, name string, args ...string) {
 	s.t.Helper()
+	restartManager(s.t, p, name, args...)
+}
+
+// restartManager kills p's manager called name with SIGKILL and starts it again, with args
+// instead of its own arguments when there are any.
+func restartManager(tb testing.TB, p *plane.Plane, name string, args ...string) {
+	tb.Helper()
+	g := NewWithT(tb)
 	i := slices.IndexFunc(p.Processes(), func(proc plane.Process) bool { return proc.Name == name })
-	s.g.Expect(i).To(BeNumerically(">=", 0), "the plane runs %s", name)
+	g.Expect(i).To(BeNumerically(">=", 0), "the plane runs %s", name)
 	proc := p.Processes()[i]
-	s.g.Expect(syscall.Kill(proc.PID, syscall.SIGKILL)).To(Succeed())
-	s.g.Eventually(proc.Alive).Should(BeFalse(), "%s (pid %d) is killed", name, proc.PID)
+	g.Expect(syscall.Kill(proc.PID, syscall.SIGKILL)).To(Succeed())
+	g.Eventually(proc.Alive).Should(BeFalse(), "%s (pid %d) is killed", name, proc.PID)
 	j := slices.IndexFunc(p.Managers(), func(m plane.Manager) bool { return m.Name == name })
-	s.g.Expect(j).To(BeNumerically(">=", 0))
-	s.g.Expect(p.StartManager(s.t.Context(), p.Managers()[j])).To(Succeed())
-	s.t.Logf("%s (pid %d) killed with SIGKILL and started again", name, proc.PID)
+	g.Expect(j).To(BeNumerically(">=", 0))
+	m := p.Managers()[j]
+	if len(args) > 0 {
+		m.Args = args
+	}
+	g.Expect(p.StartManager(tb.Context(), m)).To(Succeed())
+	tb.Logf("%s (pid %d) killed with SIGKILL and started again", name, proc.PID)
 }
 
 // holdOutage keeps the outage for a while and checks that the records stay what they were:

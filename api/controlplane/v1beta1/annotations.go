@@ -46,11 +46,11 @@ const (
 	// (the same JSON), so that a replacement that fails again counts as a retry.
 	RemediationForAnnotation = "controlplane.cluster.x-k8s.io/remediation-for"
 
-	// InPlaceUpdateAnnotation, on a control-plane Machine, records the in-place update of its
-	// node under way (JSON: what it is updated from and to, and the step reached). It is
-	// written, with the Machine's new spec, before the node is touched, and removed once the
-	// node runs the new spec: a restarted manager resumes the node at its step, and never
-	// updates a node twice or skips one.
+	// InPlaceUpdateAnnotation, on a control-plane Machine or a worker Machine that Cluster
+	// API's in-place update hooks update, records the in-place update of its node under way
+	// (JSON: what it is updated from and to, and the step reached). It is written before the
+	// node is touched, and removed once the node runs the new spec: a restarted manager
+	// resumes the node at its step, and never updates a node twice or skips one.
 	InPlaceUpdateAnnotation = "controlplane.cluster.x-k8s.io/in-place-update"
 
 	// ManifestsSyncedAnnotation, on the TalosControlPlane, records the spec (version and

@@ -175,6 +175,12 @@ func TestClusterProblemsShowAsConditions(t *testing.T) {
 	err = env.Client.Update(ctx, config)
 	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
 
+	t.Log("Cluster API's in-place update of a worker writes the new spec with its own mark in one request: admitted")
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(config), config)).To(Succeed())
+	config.Annotations = map[string]string{clusterv1.UpdateInProgressAnnotation: ""}
+	config.Spec.StrategicPatches = []string{"machine:\n  kubelet:\n    extraArgs:\n      max-pods: \"20\"\n"}
+	g.Expect(env.Client.Update(ctx, config)).To(Succeed())
+
 	t.Log("Marked first, its new spec is rendered into the same Secret for the version the mark names")
 	before, _ := dataSecret(t, env, config)
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(config), config)).To(Succeed())

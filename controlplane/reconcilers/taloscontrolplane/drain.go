@@ -40,6 +40,11 @@ func (r *Reconciler) drain(ctx context.Context, s *scope, m *clusterv1.Machine) 
 	if err != nil {
 		return 0, err
 	}
+	return drainNode(ctx, kube, node)
+}
+
+// drainNode cordons node and evicts its Pods (see drain).
+func drainNode(ctx context.Context, kube *kubernetes.Clientset, node string) (int, error) {
 	if err := setUnschedulable(ctx, kube, node, true); err != nil {
 		return 0, err
 	}

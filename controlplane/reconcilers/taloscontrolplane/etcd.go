@@ -497,7 +497,12 @@ func (r *Reconciler) workloadClient(ctx context.Context, s *scope) (*kubernetes.
 
 // workloadConfig is the client config of the workload cluster, from its kubeconfig Secret.
 func (r *Reconciler) workloadConfig(ctx context.Context, s *scope) (*rest.Config, error) {
-	data, err := kubeconfig.FromSecret(ctx, r.Client, client.ObjectKeyFromObject(s.cluster))
+	return r.workloadConfigOf(ctx, client.ObjectKeyFromObject(s.cluster))
+}
+
+// workloadConfigOf is the client config of the workload cluster of the Cluster at key.
+func (r *Reconciler) workloadConfigOf(ctx context.Context, key client.ObjectKey) (*rest.Config, error) {
+	data, err := kubeconfig.FromSecret(ctx, r.Client, key)
 	if err != nil {
 		return nil, err
 	}

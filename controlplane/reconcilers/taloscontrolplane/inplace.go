@@ -127,15 +127,23 @@ func recordOf(m *clusterv1.Machine) (inPlaceRecord, bool, error) {
 
 // writeRecord records rec on m before the step it names is taken.
 func (r *Reconciler) writeRecord(ctx context.Context, m *clusterv1.Machine, rec inPlaceRecord) error {
+	// Cluster API's mark of an in-place update: the Machine's Updating condition is true
+	// (and its Ready false) while it is there. Talon sets it on its control-plane Machines;
+	// on workers Cluster API sets and removes it itself.
+	return r.writeRecordMarked(ctx, m, rec, true)
+}
+
+// writeRecordMarked records rec on m, with Cluster API's in-place update mark when mark.
+func (r *Reconciler) writeRecordMarked(ctx context.Context, m *clusterv1.Machine, rec inPlaceRecord, mark bool) error {
 	data, _ := json.Marshal(rec) //nolint:errchkjson // a plain struct always marshals
 	before := m.DeepCopy()
 	if m.Annotations == nil {
 		m.Annotations = map[string]string{}
 	}
 	m.Annotations[controlplanev1.InPlaceUpdateAnnotation] = string(data)
-	// Cluster API's mark of an in-place update: the Machine's Updating condition is true
-	// (and its Ready false) while it is there.
-	m.Annotations[clusterv1.UpdateInProgressAnnotation] = ""
+	if mark {
+		m.Annotations[clusterv1.UpdateInProgressAnnotation] = ""
+	}
 	if err := r.Client.Patch(ctx, m, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("failed to record the in-place update of Machine %s: %w", m.Name, err)
 	}
@@ -565,6 +573,21 @@ func (s *scope) componentsRun(m *clusterv1.Machine, version string) string {
 // config and Talos version (when upgraded), its Node must be Ready with the new kubelet,
 // its static pods Ready with the new images, and etcd healthy.
 func (r *Reconciler) verifyUpdated(ctx context.Context, s *scope, m *clusterv1.Machine, node talosclient.Client, rec inPlaceRecord, data []byte) string {
+	if why := nodeRuns(ctx, node, rec, data); why != "" {
+		return why
+	}
+	if why := s.componentsRun(m, rec.Version); why != "" {
+		return why
+	}
+	if c := s.components[m.Name]; c.kubelet != rec.Version {
+		return fmt.Sprintf("Node %s runs kubelet %s, want %s", c.node, c.kubelet, rec.Version)
+	}
+	return ""
+}
+
+// nodeRuns says what keeps node from running the new config data and, when rec upgrades
+// it, the new Talos version; "" when it runs them.
+func nodeRuns(ctx context.Context, node talosclient.Client, rec inPlaceRecord, data []byte) string {
 	if want := imageTag(rec.Upgrade); want != "" {
 		version, err := node.Version(ctx)
 		if err != nil {
@@ -580,12 +603,6 @@ func (r *Reconciler) verifyUpdated(ctx context.Context, s *scope, m *clusterv1.M
 	}
 	if same, err := controlplane.SameConfig(running, data); err != nil || !same {
 		return fmt.Sprintf("the node does not run the new config yet (%v)", err)
-	}
-	if why := s.componentsRun(m, rec.Version); why != "" {
-		return why
-	}
-	if c := s.components[m.Name]; c.kubelet != rec.Version {
-		return fmt.Sprintf("Node %s runs kubelet %s, want %s", c.node, c.kubelet, rec.Version)
 	}
 	return ""
 }

@@ -27,6 +27,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -139,10 +140,7 @@ func TestInPlaceUpdates(t *testing.T) {
 	t.Log("The bootstrap manifests are in the cluster, kube-proxy at the cluster's version")
 	g.Eventually(kubeProxyImage, time.Minute, time.Second).Should(HaveSuffix(":v1.36.3"))
 
-	w := &writer{}
-	writeCtx, stopWriter := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { w.run(writeCtx, kube); close(done) }()
+	stopWriter := startWriter(t, kube)
 
 	machineNames := func() []string {
 		machines, err := controlPlaneMachines(ctx, env, tcp)
@@ -246,24 +244,15 @@ func TestInPlaceUpdates(t *testing.T) {
 		g.Expect(view.config).To(ContainSubstring("TALON_INPLACE_TEST"), "node of %s runs the new config", name)
 		g.Expect(view.config).To(ContainSubstring("vm.max_map_count"), "node of %s kept the earlier change", name)
 	}
+	// Evicted: gone, or being deleted (the simulator runs no kubelet to finish it).
 	evicted, err := kube.CoreV1().Pods("default").Get(ctx, "evict-me", metav1.GetOptions{})
-	if err == nil {
+	if err != nil {
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "reading the evicted Pod: %v", err)
+	} else {
 		g.Expect(evicted.DeletionTimestamp).NotTo(BeNil(), "the Pod on %s was evicted", target)
 	}
 
 	stopWriter()
-	<-done
-	t.Logf("Writer: %d of %d writes acknowledged; %d requests failed during the updates", len(w.acked), w.tries, w.tries-len(w.acked))
-	g.Expect(w.acked).NotTo(BeEmpty())
-	list, err := kube.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
-	g.Expect(err).NotTo(HaveOccurred())
-	present := map[string]bool{}
-	for _, cm := range list.Items {
-		present[cm.Name] = true
-	}
-	for _, name := range w.acked {
-		g.Expect(present).To(HaveKey(name), "acknowledged write %s was lost", name)
-	}
 	g.Expect(strings.Join(machineNames(), ",")).To(Equal(strings.Join(original, ",")))
 }
 
@@ -297,10 +286,7 @@ func TestInPlaceTalosUpgrade(t *testing.T) {
 	})
 	waitForMembership(t, env, tcp, 3)
 	kube := workloadClient(t, env, tcp)
-	w := &writer{}
-	writeCtx, stopWriter := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { w.run(writeCtx, kube); close(done) }()
+	stopWriter := startWriter(t, kube)
 
 	machines, err := controlPlaneMachines(ctx, env, tcp)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -384,15 +370,4 @@ func TestInPlaceTalosUpgrade(t *testing.T) {
 	}
 
 	stopWriter()
-	<-done
-	t.Logf("Writer: %d of %d writes acknowledged", len(w.acked), w.tries)
-	list, err := kube.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
-	g.Expect(err).NotTo(HaveOccurred())
-	present := map[string]bool{}
-	for _, cm := range list.Items {
-		present[cm.Name] = true
-	}
-	for _, name := range w.acked {
-		g.Expect(present).To(HaveKey(name), "acknowledged write %s was lost", name)
-	}
 }

@@ -89,6 +89,7 @@ func (p *managerProcess) start() *exec.Cmd {
 		"--insecure-diagnostics",
 		"--webhook-port="+strconv.Itoa(freeTCPPort(p.t)),
 		"--webhook-cert-dir="+p.certDir,
+		"--runtime-extension-port="+strconv.Itoa(freeTCPPort(p.t)),
 	)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -137,14 +138,13 @@ func BenchmarkManagerSIGKILL(b *testing.B) {
 	}
 }
 
-// surviveKills runs the SIGKILL scenario, the given number of kills spread over create,
-// scale and rollout; it returns when the last manager was started.
-func surviveKills(tb testing.TB, kills int) (lastStart time.Time) {
+// killHarness prepares a test that kills the control-plane manager: a random source from the
+// logged seed (TALON_KILL_SEED replays it; stream tells tests apart), everything but the
+// control-plane provider running in this process throughout, and the manager binary ready
+// to start as a process.
+func killHarness(tb testing.TB, env *envtest.Environment, infra *simInfra, stream uint64) (*rand.Rand, *managerProcess) {
 	tb.Helper()
-	t := tb
-	g := NewWithT(t)
-	ctx := t.Context()
-	env := envtest.Get(t)
+	g := NewWithT(tb)
 	binary, err := controlPlaneManagerBinary()
 	g.Expect(err).NotTo(HaveOccurred())
 	seed := uint64(time.Now().UnixNano())
@@ -152,12 +152,8 @@ func surviveKills(tb testing.TB, kills int) (lastStart time.Time) {
 		seed, err = strconv.ParseUint(s, 10, 64)
 		g.Expect(err).NotTo(HaveOccurred())
 	}
-	t.Logf("Seed %d (replay with %s=%d)", seed, killSeedEnv, seed)
-	rng := rand.New(rand.NewPCG(seed, 42)) //nolint:gosec // test timing, not security
-
-	infra := newSimInfra(t, "127.0.50.")
-	// Everything but the control-plane provider runs in this process throughout.
-	env.StartManager(t, envtest.ManagerOptions{
+	tb.Logf("Seed %d (replay with %s=%d)", seed, killSeedEnv, seed)
+	env.StartManager(tb, envtest.ManagerOptions{
 		CoreReconcilers: true,
 		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
 			if err := startOthers(ctx, mgr, manager.NewOptions()); err != nil {
@@ -168,10 +164,23 @@ func surviveKills(tb testing.TB, kills int) (lastStart time.Time) {
 	})
 	kubeconfig, err := env.AdminKubeconfig("talon-controlplane-manager")
 	g.Expect(err).NotTo(HaveOccurred())
-	kubeconfigPath := filepath.Join(t.TempDir(), "kubeconfig")
+	kubeconfigPath := filepath.Join(tb.TempDir(), "kubeconfig")
 	g.Expect(os.WriteFile(kubeconfigPath, kubeconfig, 0o600)).To(Succeed())
 	_, _, certDir := env.WebhookServing()
-	managers := &managerProcess{t: t, binary: binary, kubeconfig: kubeconfigPath, certDir: certDir, logs: t.TempDir()}
+	return rand.New(rand.NewPCG(seed, stream)), //nolint:gosec // test timing, not security
+		&managerProcess{t: tb, binary: binary, kubeconfig: kubeconfigPath, certDir: certDir, logs: tb.TempDir()}
+}
+
+// surviveKills runs the SIGKILL scenario, the given number of kills spread over create,
+// scale and rollout; it returns when the last manager was started.
+func surviveKills(tb testing.TB, kills int) (lastStart time.Time) {
+	tb.Helper()
+	t := tb
+	g := NewWithT(t)
+	ctx := t.Context()
+	env := envtest.Get(t)
+	infra := newSimInfra(t, "127.0.50.")
+	rng, managers := killHarness(t, env, infra, 42)
 
 	ns := env.NewNamespace(t, "restart")
 	tcp := newCluster(t, env, infra, ns, "restart", 3)
@@ -236,32 +245,8 @@ func TestInPlaceUpdateSurvivesSIGKILL(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
 	env := envtest.Get(t)
-	binary, err := controlPlaneManagerBinary()
-	g.Expect(err).NotTo(HaveOccurred())
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv(killSeedEnv); s != "" {
-		seed, err = strconv.ParseUint(s, 10, 64)
-		g.Expect(err).NotTo(HaveOccurred())
-	}
-	t.Logf("Seed %d (replay with %s=%d)", seed, killSeedEnv, seed)
-	rng := rand.New(rand.NewPCG(seed, 43)) //nolint:gosec // test timing, not security
-
 	infra := newSimInfra(t, "127.0.58.")
-	env.StartManager(t, envtest.ManagerOptions{
-		CoreReconcilers: true,
-		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
-			if err := startOthers(ctx, mgr, manager.NewOptions()); err != nil {
-				return err
-			}
-			return infra.setup(ctx, mgr)
-		},
-	})
-	kubeconfig, err := env.AdminKubeconfig("talon-controlplane-manager")
-	g.Expect(err).NotTo(HaveOccurred())
-	kubeconfigPath := filepath.Join(t.TempDir(), "kubeconfig")
-	g.Expect(os.WriteFile(kubeconfigPath, kubeconfig, 0o600)).To(Succeed())
-	_, _, certDir := env.WebhookServing()
-	managers := &managerProcess{t: t, binary: binary, kubeconfig: kubeconfigPath, certDir: certDir, logs: t.TempDir()}
+	rng, managers := killHarness(t, env, infra, 43)
 
 	ns := env.NewNamespace(t, "inplace-kill")
 	tcp := newCluster(t, env, infra, ns, "inplace-kill", 3, func(tcp *controlplanev1.TalosControlPlane) {

@@ -94,6 +94,33 @@ type writer struct {
 	tries int
 }
 
+// startWriter starts a writer against kube; the function it returns stops it, logs how
+// many writes were acknowledged and fails tb if none was or if an acknowledged one is gone.
+func startWriter(tb testing.TB, kube *kubernetes.Clientset) func() {
+	tb.Helper()
+	w := &writer{}
+	ctx, stop := context.WithCancel(tb.Context())
+	done := make(chan struct{})
+	go func() { w.run(ctx, kube); close(done) }()
+	return func() {
+		tb.Helper()
+		stop()
+		<-done
+		tb.Logf("Writer: %d of %d writes acknowledged; %d requests failed", len(w.acked), w.tries, w.tries-len(w.acked))
+		g := NewWithT(tb)
+		g.Expect(w.acked).NotTo(BeEmpty())
+		list, err := kube.CoreV1().ConfigMaps("default").List(tb.Context(), metav1.ListOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		present := map[string]bool{}
+		for _, cm := range list.Items {
+			present[cm.Name] = true
+		}
+		for _, name := range w.acked {
+			g.Expect(present).To(HaveKey(name), "acknowledged write %s was lost", name)
+		}
+	}
+}
+
 func (w *writer) run(ctx context.Context, kube *kubernetes.Clientset) {
 	for i := 0; ; i++ {
 		select {
@@ -198,10 +225,7 @@ func TestScaleKeepsEtcdInStep(t *testing.T) {
 	kube := workloadClient(t, env, tcp)
 	t.Logf("1 replica: initialized %s after the cluster was applied", time.Since(start).Round(time.Second))
 
-	w := &writer{}
-	writeCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { w.run(writeCtx, kube); close(done) }()
+	stopWriter := startWriter(t, kube)
 
 	for _, replicas := range []int32{3, 5, 3, 1} {
 		start := time.Now()
@@ -217,19 +241,7 @@ func TestScaleKeepsEtcdInStep(t *testing.T) {
 		g.Expect(conditions.IsTrue(tcp, controlplanev1.AvailableCondition)).To(BeTrue(), "%v", tcp.Status.Conditions)
 	}, 2*time.Minute, time.Second).Should(Succeed())
 
-	stop()
-	<-done
-	t.Logf("Writer: %d of %d writes acknowledged", len(w.acked), w.tries)
-	g.Expect(w.acked).NotTo(BeEmpty())
-	list, err := kube.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
-	g.Expect(err).NotTo(HaveOccurred())
-	present := map[string]bool{}
-	for _, cm := range list.Items {
-		present[cm.Name] = true
-	}
-	for _, name := range w.acked {
-		g.Expect(present).To(HaveKey(name), "acknowledged write %s was lost", name)
-	}
+	stopWriter()
 }
 
 // deletingMessage is what Cluster API says of a Machine being deleted.

@@ -1,0 +1,155 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
+	dockerruntime "github.com/talon-capi/talon/infrastructure/docker/runtime"
+	"github.com/talon-capi/talon/internal/plane"
+	"github.com/talon-capi/talon/internal/quickstart"
+	dockertest "github.com/talon-capi/talon/test/docker"
+)
+
+// Versions of the quickstart cluster's patch releases: talon up installs the first.
+const (
+	quickstartVersion  = "v1.37.2"
+	inPlaceVersion     = "v1.37.3"
+	replacementVersion = "v1.37.4"
+)
+
+// updateInPlace takes the quickstart cluster (1 control plane, 2 workers) to a new
+// Kubernetes patch release in place: the control plane by its InPlace strategy, then the
+// workers' MachineDeployment through Cluster API's in-place update hooks, which Talon's
+// control-plane manager serves. Every Machine and container stays; each Node runs the new
+// kubelet. With the core manager's InPlaceUpdates and RuntimeSDK gates off, the next
+// version of the MachineDeployment replaces its Machines instead.
+func (s *suite) updateInPlace(mgmt client.Client) {
+	ctx, g, t := s.t.Context(), s.g, s.t
+	workload := s.client(filepath.Join(s.out, "e2e", "kubeconfig"))
+	p, err := plane.Open(filepath.Join(s.out, quickstart.PlaneDirName), nil)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	t.Log("Cluster API injected the CA of Talon's ExtensionConfig from the Secret its annotation names")
+	ca, err := p.CA()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func(g Gomega) {
+		ext := &unstructured.Unstructured{}
+		ext.SetAPIVersion("runtime.cluster.x-k8s.io/v1beta2")
+		ext.SetKind("ExtensionConfig")
+		g.Expect(mgmt.Get(ctx, client.ObjectKey{Name: "talon-control-plane-in-place-updates"}, ext)).To(Succeed())
+		bundle, _, _ := unstructured.NestedString(ext.Object, "spec", "clientConfig", "caBundle")
+		injected, err := base64.StdEncoding.DecodeString(bundle)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(bytes.TrimSpace(injected)).To(Equal(bytes.TrimSpace(ca)), "the plane's CA, from the Secret's ca.crt")
+		handlers, _, _ := unstructured.NestedSlice(ext.Object, "status", "handlers")
+		g.Expect(handlers).To(HaveLen(3), "CanUpdateMachineSet, CanUpdateMachine and UpdateMachine discovered")
+	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+
+	before := usableMachines(ctx, g, mgmt, "default", "e2e")
+	g.Expect(before).To(HaveLen(3))
+	for _, m := range before {
+		g.Expect(m.Spec.Version).To(Equal(quickstartVersion), "Machine %s", m.Name)
+	}
+	containers := s.containers()
+
+	start := time.Now()
+	s.patch(mgmt, &controlplanev1.TalosControlPlane{}, "e2e-control-plane",
+		fmt.Sprintf(`{"spec":{"version":%q,"rollout":{"strategy":{"type":"InPlace","rollingUpdate":null}}}}`, inPlaceVersion))
+	s.waitVersions(mgmt, workload, inPlaceVersion, clusterv1.MachineControlPlaneLabel)
+	t.Logf("Control plane updated in place to %s in %s", inPlaceVersion, time.Since(start).Round(time.Second))
+
+	start = time.Now()
+	s.patch(mgmt, &clusterv1.MachineDeployment{}, "e2e-workers", fmt.Sprintf(`{"spec":{"template":{"spec":{"version":%q}}}}`, inPlaceVersion))
+	s.waitVersions(mgmt, workload, inPlaceVersion, "")
+	after := usableMachines(ctx, g, mgmt, "default", "e2e")
+	g.Expect(names(after)).To(Equal(names(before)), "no Machine replaced")
+	g.Expect(s.containers()).To(Equal(containers), "no container replaced")
+	for _, m := range after {
+		if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; cp {
+			continue
+		}
+		i := slices.IndexFunc(before, func(b clusterv1.Machine) bool { return b.Name == m.Name })
+		g.Expect(m.Labels[clusterv1.MachineSetNameLabel]).NotTo(Equal(before[i].Labels[clusterv1.MachineSetNameLabel]),
+			"worker Machine %s moved to the new MachineSet", m.Name)
+	}
+	t.Logf("Workers updated in place to %s through Cluster API's hooks in %s", inPlaceVersion, time.Since(start).Round(time.Second))
+
+	t.Log("Cluster API's core manager without the InPlaceUpdates and RuntimeSDK gates: a new version replaces the workers")
+	s.restartManager(p, "cluster-api", "--feature-gates=ClusterTopology=true")
+	s.patch(mgmt, &controlplanev1.TalosControlPlane{}, "e2e-control-plane", fmt.Sprintf(`{"spec":{"version":%q}}`, replacementVersion))
+	s.waitVersions(mgmt, workload, replacementVersion, clusterv1.MachineControlPlaneLabel)
+	start = time.Now()
+	s.patch(mgmt, &clusterv1.MachineDeployment{}, "e2e-workers", fmt.Sprintf(`{"spec":{"template":{"spec":{"version":%q}}}}`, replacementVersion))
+	s.waitVersions(mgmt, workload, replacementVersion, "")
+	replaced := usableMachines(ctx, g, mgmt, "default", "e2e")
+	for _, m := range replaced {
+		_, cp := m.Labels[clusterv1.MachineControlPlaneLabel]
+		g.Expect(slices.Contains(names(before), m.Name)).To(Equal(cp), "Machine %s: the control plane's stays, workers are new", m.Name)
+	}
+	t.Logf("Workers replaced with %s in %s", replacementVersion, time.Since(start).Round(time.Second))
+}
+
+// patch merge-patches the object called name in the default namespace.
+func (s *suite) patch(c client.Client, obj client.Object, name, patch string) {
+	s.t.Helper()
+	obj.SetNamespace("default")
+	obj.SetName(name)
+	s.g.Expect(c.Patch(s.t.Context(), obj, client.RawPatch(types.MergePatchType, []byte(patch)))).To(Succeed())
+}
+
+// waitVersions waits until the quickstart cluster's Machines with label (every Machine
+// when "") have version, usable, and their Nodes run that kubelet.
+func (s *suite) waitVersions(mgmt, workload client.Client, version, label string) {
+	s.t.Helper()
+	ctx := s.t.Context()
+	s.g.Eventually(func(g Gomega) {
+		machines := usableMachines(ctx, g, mgmt, "default", "e2e")
+		g.Expect(machines).To(HaveLen(3))
+		for _, m := range machines {
+			if _, ok := m.Labels[label]; label != "" && !ok {
+				continue
+			}
+			g.Expect(m.Spec.Version).To(Equal(version), "Machine %s", m.Name)
+			g.Expect(m.Annotations).NotTo(HaveKey(clusterv1.UpdateInProgressAnnotation), "Machine %s", m.Name)
+			node := &corev1.Node{}
+			g.Expect(workload.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, node)).To(Succeed())
+			g.Expect(node.Status.NodeInfo.KubeletVersion).To(Equal(version), "Node %s", node.Name)
+		}
+	}).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
+}
+
+// containers are the IDs of the quickstart cluster's containers, sorted.
+func (s *suite) containers() []string {
+	out, err := dockertest.Docker(s.t.Context(), "ps", "--quiet", "--no-trunc", "--filter", "label="+dockerruntime.LabelCluster+"=e2e")
+	s.g.Expect(err).NotTo(HaveOccurred())
+	return sortedFields(out)
+}
