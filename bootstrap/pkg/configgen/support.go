@@ -120,3 +120,22 @@ func CheckTalosUpgrade(fromVersion, toVersion string) error {
 	}
 	return fmt.Errorf("%s", msg)
 }
+
+// CheckNodeUpdate refuses updating a node that runs Talos running (v1.13.3) to Kubernetes
+// kubernetesVersion and, when installs is not empty, to the Talos release installs
+// (v1.14.1): the new release must upgrade from the running one, and the Talos the node runs
+// afterwards must run that Kubernetes version. A Talos version Talon has no window for is
+// not refused.
+func CheckNodeUpdate(running, installs, kubernetesVersion string) error {
+	target := running
+	if installs != "" {
+		if err := CheckTalosUpgrade(running, installs); err != nil {
+			return err
+		}
+		target = installs
+	}
+	if _, err := ParseContract(target); err != nil {
+		return nil //nolint:nilerr // a release outside SupportMatrix has no window to check against
+	}
+	return CheckKubernetes(target, kubernetesVersion)
+}

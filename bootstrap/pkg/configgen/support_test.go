@@ -56,6 +56,12 @@ func TestSupportWindows(t *testing.T) {
 		{"Talos 1.11 to 1.14", CheckTalosUpgrade("v1.11", "v1.14"), "Talos v1.14 upgrades only from v1.12 or later, not from v1.11: upgrade to v1.13 first"},
 		{"Talos 1.12 to 1.14", CheckTalosUpgrade("v1.12", "v1.14"), ""},
 		{"Talos 1.14 back to 1.10", CheckTalosUpgrade("v1.14", "v1.10"), ""},
+		{"a node on Talos 1.13 to Kubernetes 1.37", CheckNodeUpdate("v1.13.3", "", "v1.37.2"), "Kubernetes v1.37.2 is not supported on Talos v1.13, which runs Kubernetes v1.31 to v1.36"},
+		{"a node on Talos 1.13 to Talos 1.14 and Kubernetes 1.37", CheckNodeUpdate("v1.13.3", "v1.14.1", "v1.37.2"), ""},
+		{"a node on Talos 1.14 to Talos 1.13 and Kubernetes 1.37", CheckNodeUpdate("v1.14.1", "v1.13.3", "v1.37.2"), "Kubernetes v1.37.2 is not supported on Talos v1.13, which runs Kubernetes v1.31 to v1.36"},
+		{"a node on Talos 1.11 to Talos 1.14", CheckNodeUpdate("v1.11.5", "v1.14.1", "v1.34.1"), "Talos v1.14 upgrades only from v1.12 or later, not from v1.11: upgrade to v1.13 first"},
+		{"a node on Talos 1.14 to Kubernetes 1.31", CheckNodeUpdate("v1.14.1", "", "v1.31.4"), "Kubernetes v1.31.4 is not supported on Talos v1.14, which runs Kubernetes v1.32 to v1.37"},
+		{"a node on a Talos Talon has no window for", CheckNodeUpdate("v1.16.0", "", "v1.40.0"), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

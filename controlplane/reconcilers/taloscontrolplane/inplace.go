@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -234,6 +235,11 @@ func (r *Reconciler) reconcileUpdates(ctx context.Context, s *scope, outdated []
 		return ctrl.Result{RequeueAfter: unhealthyRecheck}, nil
 	}
 	if len(fresh) > 0 {
+		// Checked before any node of the update starts, against what each one runs.
+		if why := r.versionRefusals(ctx, s.bundle, fresh, desiredConfigSpec(s.tcp), s.tcp.Spec.Version); why != "" {
+			s.blocked = why
+			return ctrl.Result{RequeueAfter: unhealthyRecheck}, nil
+		}
 		return r.startUpdate(ctx, s, fresh[0])
 	}
 	m := parked[0]
@@ -256,6 +262,54 @@ func (s *scope) updateGate() string {
 	}
 	if len(problems) > 0 {
 		return "the control plane is not healthy: " + strings.Join(problems, "; ")
+	}
+	return ""
+}
+
+// versionRefusals says why the nodes of machines may not be updated to Kubernetes version
+// and the TalosConfig spec, or "" (see versionRefusal).
+func (r *Reconciler) versionRefusals(ctx context.Context, bundle *secrets.Bundle, machines []*clusterv1.Machine, spec bootstrapv1.TalosConfigSpec, version string) string {
+	for _, m := range machines {
+		if m.Spec.Bootstrap.DataSecretName == nil {
+			return fmt.Sprintf("Cannot update Machine %s in place: it has no bootstrap data", m.Name)
+		}
+		secret := &corev1.Secret{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: *m.Spec.Bootstrap.DataSecretName}, secret); err != nil {
+			return fmt.Sprintf("In-place update waits: failed to read the data Secret of Machine %s: %v", m.Name, err)
+		}
+		node, err := r.TalosClients.New(ctx, bundle, machineAddress(m))
+		if err != nil {
+			return fmt.Sprintf("In-place update waits: no connection to Machine %s (node %s): %v", m.Name, machineAddress(m), err)
+		}
+		why := versionRefusal(ctx, node, m, secret, spec, version)
+		_ = node.Close()
+		if why != "" {
+			return why
+		}
+	}
+	return ""
+}
+
+// versionRefusal says why m's node may not be updated to Kubernetes version and the
+// TalosConfig spec, or "": the Talos it runs afterwards (the spec's Image Factory release on
+// a node that installs from an installer, as secret, its data Secret, says; else the one it
+// runs now) must run that Kubernetes version, and a new release must upgrade from the one
+// the node runs now, as its Talos API says.
+func versionRefusal(ctx context.Context, node talosclient.Client, m *clusterv1.Machine, secret *corev1.Secret, spec bootstrapv1.TalosConfigSpec, version string) string {
+	installs := ""
+	if secret.Annotations[bootstrapv1.ImageFactoryInstallerAnnotation] != "" {
+		release, err := configgen.FactoryRelease(spec)
+		if err != nil {
+			return fmt.Sprintf("In-place update of Machine %s refused: %v", m.Name, err)
+		}
+		installs = release
+	}
+	running, err := node.Version(ctx)
+	if err != nil {
+		return fmt.Sprintf("In-place update waits: Machine %s (node %s) does not answer its Talos version: %v", m.Name, machineAddress(m), err)
+	}
+	if err := configgen.CheckNodeUpdate(running, installs, version); err != nil {
+		return fmt.Sprintf("In-place update refused before it starts: Machine %s (node %s) runs Talos %s: %v", m.Name, machineAddress(m), running, err)
 	}
 	return ""
 }

@@ -46,6 +46,7 @@ import (
 	"github.com/talon-capi/talon/internal/imagefactory/factorytest"
 	"github.com/talon-capi/talon/internal/manager"
 	"github.com/talon-capi/talon/sim"
+	"github.com/talon-capi/talon/sim/simtest"
 	"github.com/talon-capi/talon/test/envtest"
 	"github.com/talon-capi/talon/test/require"
 )
@@ -370,4 +371,54 @@ func TestInPlaceTalosUpgrade(t *testing.T) {
 	}
 
 	stopWriter()
+}
+
+// TestInPlaceUpdateRefusedOutsideTalosWindow: container nodes run Talos v1.13.3 (their
+// image; Talos cannot upgrade itself in a container). Moving the contract to v1.14 and
+// Kubernetes to v1.37 passes the webhook, which judges the spec, but Talos v1.13 does not run
+// Kubernetes v1.37: the update is refused before any node is touched, with a condition that
+// names the Machine, the node, the Talos version it runs and the window.
+func TestInPlaceUpdateRefusedOutsideTalosWindow(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	env := envtest.Get(t)
+	infra := newSimInfra(t, "127.0.64.")
+	infra.options = func(o *sim.Options) { o.TalosVersion = "v1.13.3" }
+	startProviders(t, env, infra)
+	ns := env.NewNamespace(t, "talos-window")
+	tcp := newCluster(t, env, infra, ns, "talos-window", 1, func(tcp *controlplanev1.TalosControlPlane) {
+		tcp.Spec.Rollout.Strategy.Type = controlplanev1.InPlaceStrategyType
+		tcp.Spec.ControlPlaneConfig.TalosVersion = "v1.13"
+	})
+	waitForMembership(t, env, tcp, 1)
+	machines, err := controlPlaneMachines(ctx, env, tcp)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(machines).To(HaveLen(1))
+	m := machines[0]
+	views, err := viewNodes(ctx, env, tcp)
+	g.Expect(err).NotTo(HaveOccurred())
+	bootID := views[m.Name].bootID
+
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
+	before := tcp.DeepCopy()
+	tcp.Spec.ControlPlaneConfig.TalosVersion = "v1.14"
+	tcp.Spec.Version = nextKubernetesVersion
+	g.Expect(env.Client.Patch(ctx, tcp, client.MergeFrom(before))).To(Succeed(), "the webhook judges the spec: contract v1.14 runs Kubernetes v1.37")
+
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
+		g.Expect(conditions.GetMessage(tcp, controlplanev1.RollingOutCondition)).To(ContainSubstring(
+			"In-place update refused before it starts: Machine " + m.Name + " (node " + m.Status.Addresses[0].Address + ") runs Talos v1.13.3: " +
+				"Kubernetes " + nextKubernetesVersion + " is not supported on Talos v1.13, which runs Kubernetes v1.31 to v1.36"))
+	}, time.Minute, time.Second).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		current := &clusterv1.Machine{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(&m), current)).To(Succeed())
+		g.Expect(current.Annotations).NotTo(HaveKey(controlplanev1.InPlaceUpdateAnnotation), "the update never starts")
+		g.Expect(current.Spec.Version).To(Equal(simtest.KubernetesVersion))
+	}, 10*time.Second, time.Second).Should(Succeed())
+	views, err = viewNodes(ctx, env, tcp)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(views[m.Name].bootID).To(Equal(bootID), "the node is not rebooted")
+	g.Expect(views[m.Name].apiServer).To(Equal(simtest.KubernetesVersion), "the node runs the old kube-apiserver")
 }

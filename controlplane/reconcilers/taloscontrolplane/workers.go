@@ -311,6 +311,10 @@ func (r *Reconciler) workerStep(ctx context.Context, u *workerUpdate, version st
 
 	switch rec.Step {
 	case stepRender:
+		if why := versionRefusal(ctx, node, m, u.secret, u.config.Spec, rec.Version); why != "" {
+			log.Info("In-place update of a worker waits", "reason", why)
+			return why, workerRetryStopped, nil
+		}
 		if u.secret.Annotations[bootstrapv1.RenderedForAnnotation] != configgen.RenderedFor(u.config.Spec, rec.Version) {
 			return "Waiting for the bootstrap provider to render the new config", workerRetry, nil
 		}
