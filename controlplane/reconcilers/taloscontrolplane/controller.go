@@ -85,6 +85,8 @@ type Reconciler struct {
 
 	controller capicontrollerutil.Controller
 	learners   learnerClock
+	// workerInstalls are the Talos installers running for worker nodes' in-place updates.
+	workerInstalls installJobs
 }
 
 // event records an event on o when the reconciler has a recorder.

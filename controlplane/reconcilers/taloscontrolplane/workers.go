@@ -52,8 +52,8 @@ import (
 // Machine the new version), then calls UpdateMachine until the node runs them. The
 // control-plane manager answers, as it reaches every node of a cluster over the Talos API.
 // A worker's update takes the control plane's steps without the control-plane ones: Render,
-// Drain (before a reboot or an upgrade), Apply, Reboot and Verify, each recorded on the
-// Machine before it is taken.
+// Drain (before a reboot or an upgrade), Apply (a new Talos installer first, then the
+// config), Reboot and Verify, each recorded on the Machine before it is taken.
 
 // workerRetry is how soon Cluster API calls UpdateMachine again while a node is updated.
 const workerRetry = 2
@@ -62,8 +62,8 @@ const workerRetry = 2
 const workerRetryStopped = 15
 
 // CanUpdateMachineSet answers Cluster API's CanUpdateMachineSet hook: a new Kubernetes
-// version and a new TalosConfigTemplate spec can be made in place; a new infrastructure
-// template spec cannot (the MachineSet's Machines are replaced). It answers with the patches
+// version and a new TalosConfigTemplate spec (config patches, a Talos release or schematic)
+// can be made in place; a new infrastructure template spec cannot (the MachineSet's Machines are replaced). It answers with the patches
 // that take the current objects to the desired ones where it can.
 func (r *Reconciler) CanUpdateMachineSet(ctx context.Context, req *runtimehooksv1.CanUpdateMachineSetRequest, resp *runtimehooksv1.CanUpdateMachineSetResponse) {
 	resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
@@ -110,8 +110,9 @@ func (r *Reconciler) CanUpdateMachine(ctx context.Context, req *runtimehooksv1.C
 }
 
 // inPlaceRefusal says why a change cannot be made in place, or "": the bootstrap object
-// must be Talon's, rendered by Talon, with the same Talos installer (imageFactory), and the
-// infrastructure spec must stay as it is (both specs at path).
+// must be Talon's and rendered by Talon, and the infrastructure spec must stay as it is
+// (both specs at path). A new Talos release or schematic (imageFactory) is installed on the
+// running node; a container node has no installer and keeps its image's Talos.
 func inPlaceRefusal(currentInfra, desiredInfra, currentBootstrap, desiredBootstrap runtime.RawExtension, path ...string) string {
 	for _, raw := range []runtime.RawExtension{currentBootstrap, desiredBootstrap} {
 		obj, err := unstructuredOf(raw)
@@ -130,14 +131,10 @@ func inPlaceRefusal(currentInfra, desiredInfra, currentBootstrap, desiredBootstr
 	if err != nil {
 		return err.Error()
 	}
-	if spec, _ := desiredConfig.(map[string]any); spec["generateType"] == string(bootstrapv1.GenerateTypeNone) {
-		return "the TalosConfig is the user's own (generateType none): Talon does not render it again"
-	}
-	currentFactory, _ := currentConfig.(map[string]any)
-	desiredFactory, _ := desiredConfig.(map[string]any)
-	if !equality.Semantic.DeepEqual(currentFactory["imageFactory"], desiredFactory["imageFactory"]) {
-		// An installer runs longer than a hook call may take: not in place yet.
-		return "the Talos version or schematic changes (imageFactory): workers are replaced to install it"
+	for _, config := range []any{currentConfig, desiredConfig} {
+		if spec, _ := config.(map[string]any); spec["generateType"] == string(bootstrapv1.GenerateTypeNone) {
+			return "the TalosConfig is the user's own (generateType none): Talon does not render it again"
+		}
 	}
 	currentSpec, err := specAt(currentInfra, path...)
 	if err != nil {
@@ -322,15 +319,14 @@ func (r *Reconciler) workerStep(ctx context.Context, u *workerUpdate, version st
 		if err != nil {
 			return stop(err)
 		}
-		if installer := u.secret.Annotations[bootstrapv1.ImageFactoryInstallerAnnotation]; installer != rec.FromInstaller {
-			// CanUpdateMachineSet refuses such changes: an installer runs longer than a call.
-			return "", 0, fmt.Errorf("machine %s would need the Talos installer %q (was %q): workers get a new Talos version by replacement", m.Name, installer, rec.FromInstaller)
+		if installer := u.secret.Annotations[bootstrapv1.ImageFactoryInstallerAnnotation]; installer != "" && installer != rec.FromInstaller {
+			rec.Upgrade = installer
 		}
 		rec.Reboot, rec.Step = digest != rec.FromReboot, stepDrain
 		return next(rec)
 
 	case stepDrain:
-		if rec.Reboot {
+		if rec.Reboot || rec.Upgrade != "" {
 			if !rec.Cordoned {
 				rec.Cordoned = true
 				if err := r.writeRecordMarked(ctx, m, rec, false); err != nil {
@@ -353,6 +349,27 @@ func (r *Reconciler) workerStep(ctx context.Context, u *workerUpdate, version st
 		return next(rec)
 
 	case stepApply:
+		if rec.Upgrade != "" && !rec.Installed {
+			// The node boots the new Talos version before it gets the new config: an older
+			// Talos may refuse the new config.
+			done, err := r.workerInstalls.poll(ctx, m.UID, rec.Upgrade, func(ctx context.Context) error {
+				c, err := r.TalosClients.New(ctx, bundle, machineAddress(m))
+				if err != nil {
+					return err
+				}
+				defer c.Close() //nolint:errcheck // a client connection
+				log.Info("Installing the new Talos version", "installer", rec.Upgrade)
+				return c.InstallUpgrade(ctx, rec.Upgrade)
+			})
+			switch {
+			case !done:
+				return fmt.Sprintf("Installing %s", rec.Upgrade), workerRetry, nil
+			case err != nil:
+				r.event(m, corev1.EventTypeWarning, "InPlaceUpdateFailed", "UpdateInPlace", "Installing %s failed: %v", rec.Upgrade, err)
+				return stop(err)
+			}
+			return r.workerReboot(ctx, m, node, rec, func(rec *inPlaceRecord) { rec.Installed = true })
+		}
 		err := node.ApplyConfiguration(ctx, data, rec.Reboot)
 		if errors.Is(err, talosclient.ErrRebootRequired) && !rec.Reboot {
 			// Talos before 1.14 decides itself what needs a reboot: drain first, then stage.

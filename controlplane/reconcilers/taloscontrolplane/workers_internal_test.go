@@ -30,7 +30,7 @@ import (
 
 // TestCanUpdateMachineSet: Cluster API applies the answer's patches to the current objects
 // and updates in place only when they then equal the desired ones. A new version and a new
-// TalosConfigTemplate spec are covered; a new infrastructure spec or another bootstrap
+// TalosConfigTemplate spec (a new Talos release among them) are covered; a new infrastructure spec or another bootstrap
 // provider's template is not, and the Machines are replaced. The in-place rollout itself
 // runs against Cluster API's core manager in TestEndToEnd (test/e2e).
 func TestCanUpdateMachineSet(t *testing.T) {
@@ -75,9 +75,10 @@ func TestCanUpdateMachineSet(t *testing.T) {
 		current: runtimehooksv1.CanUpdateMachineSetRequestObjects{MachineSet: machineSet("v1.36.4"), InfrastructureMachineTemplate: dockerTemplate("sim"), BootstrapConfigTemplate: talosTemplate(`[]`)},
 		desired: runtimehooksv1.CanUpdateMachineSetRequestObjects{MachineSet: machineSet("v1.37.2"), InfrastructureMachineTemplate: dockerTemplate("sim:2"), BootstrapConfigTemplate: talosTemplate(`[]`)},
 	}, {
-		name:    "new Talos version (an installer takes longer than a hook call)",
+		name:    "new Talos version (installed on the running node)",
 		current: runtimehooksv1.CanUpdateMachineSetRequestObjects{MachineSet: machineSet("v1.37.2"), InfrastructureMachineTemplate: dockerTemplate("sim"), BootstrapConfigTemplate: factory("v1.13.3")},
 		desired: runtimehooksv1.CanUpdateMachineSetRequestObjects{MachineSet: machineSet("v1.37.2"), InfrastructureMachineTemplate: dockerTemplate("sim"), BootstrapConfigTemplate: factory("v1.14.1")},
+		inPlace: true,
 	}, {
 		name:    "the user's own config",
 		current: runtimehooksv1.CanUpdateMachineSetRequestObjects{MachineSet: machineSet("v1.36.4"), InfrastructureMachineTemplate: dockerTemplate("sim"), BootstrapConfigTemplate: talosTemplateOf(`"generateType":"none","data":"a"`)},
