@@ -43,8 +43,6 @@ import (
 	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
 	"github.com/talon-capi/talon/controlplane/pkg/controlplane"
 	"github.com/talon-capi/talon/controlplane/pkg/talosclient"
-	"github.com/talon-capi/talon/internal/imagefactory/factorytest"
-	"github.com/talon-capi/talon/internal/manager"
 	"github.com/talon-capi/talon/sim"
 	"github.com/talon-capi/talon/sim/simtest"
 	"github.com/talon-capi/talon/test/envtest"
@@ -272,13 +270,7 @@ func TestInPlaceTalosUpgrade(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
 	env := envtest.Get(t)
-	factory := factorytest.Start(t, "v1.13.3", "v1.14.1", "v1.15.0")
-	infra := newSimInfra(t, "127.0.57.")
-	infra.kind = "TalosMetalMachine"
-	infra.options = func(o *sim.Options) { o.Mode, o.TalosVersion = configgen.ModeMetal, "v1.13.3" }
-	opts := manager.NewOptions()
-	opts.ImageFactoryURL = factory.URL
-	startProvidersWith(t, env, infra, opts)
+	infra := startMetalProviders(t, env, "127.0.57.", "v1.13.3", "v1.13.3", "v1.14.1", "v1.15.0")
 	ns := env.NewNamespace(t, "talos-upgrade")
 	tcp := newCluster(t, env, infra, ns, "talos-upgrade", 3, func(tcp *controlplanev1.TalosControlPlane) {
 		tcp.Spec.Rollout.Strategy.Type = controlplanev1.InPlaceStrategyType

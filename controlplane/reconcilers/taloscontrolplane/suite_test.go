@@ -47,8 +47,10 @@ import (
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
+	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
 	bootstrapsetup "github.com/talon-capi/talon/bootstrap/setup"
 	controlplanesetup "github.com/talon-capi/talon/controlplane/setup"
+	"github.com/talon-capi/talon/internal/imagefactory/factorytest"
 	"github.com/talon-capi/talon/internal/manager"
 	"github.com/talon-capi/talon/sim"
 	"github.com/talon-capi/talon/sim/simtest"
@@ -315,6 +317,21 @@ func startProvidersWith(tb testing.TB, env *envtest.Environment, infra *simInfra
 			return infra.setup(ctx, mgr)
 		},
 	})
+}
+
+// startMetalProviders starts the providers over simulated bare-metal nodes at addresses of
+// prefix that run Talos release and install and upgrade Talos from a local Image Factory,
+// which serves releases.
+func startMetalProviders(tb testing.TB, env *envtest.Environment, prefix, release string, releases ...string) *simInfra {
+	tb.Helper()
+	factory := factorytest.Start(tb, releases...)
+	infra := newSimInfra(tb, prefix)
+	infra.kind = "TalosMetalMachine"
+	infra.options = func(o *sim.Options) { o.Mode, o.TalosVersion = configgen.ModeMetal, release }
+	opts := manager.NewOptions()
+	opts.ImageFactoryURL = factory.URL
+	startProvidersWith(tb, env, infra, opts)
+	return infra
 }
 
 // startOthers registers the bootstrap provider.

@@ -35,13 +35,9 @@ import (
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
 	"github.com/talon-capi/talon/bootstrap/pkg/clustersecrets"
-	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
 	"github.com/talon-capi/talon/controlplane/pkg/controlplane"
 	"github.com/talon-capi/talon/controlplane/pkg/talosclient"
 	"github.com/talon-capi/talon/controlplane/reconcilers/taloscontrolplane"
-	"github.com/talon-capi/talon/internal/imagefactory/factorytest"
-	"github.com/talon-capi/talon/internal/manager"
-	"github.com/talon-capi/talon/sim"
 	"github.com/talon-capi/talon/sim/simtest"
 	"github.com/talon-capi/talon/test/envtest"
 )
@@ -58,13 +54,7 @@ func TestWorkerTalosUpgradedInPlace(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
 	env := envtest.Get(t)
-	factory := factorytest.Start(t, "v1.13.3", "v1.14.1")
-	infra := newSimInfra(t, "127.0.65.")
-	infra.kind = "TalosMetalMachine"
-	infra.options = func(o *sim.Options) { o.Mode, o.TalosVersion = configgen.ModeMetal, "v1.13.3" }
-	opts := manager.NewOptions()
-	opts.ImageFactoryURL = factory.URL
-	startProvidersWith(t, env, infra, opts)
+	infra := startMetalProviders(t, env, "127.0.65.", "v1.13.3", "v1.13.3", "v1.14.1")
 	ns := env.NewNamespace(t, "worker-upgrade")
 	const name = "worker-upgrade"
 	tcp := newCluster(t, env, infra, ns, name, 1, func(tcp *controlplanev1.TalosControlPlane) {
