@@ -132,8 +132,25 @@ func (s *suite) talon(args ...string) string {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	s.t.Logf("talon %s:\n%s", strings.Join(args, " "), out.String())
+	if err != nil {
+		s.logPlaneProcesses()
+	}
 	s.g.Expect(err).NotTo(HaveOccurred(), "talon %s failed", strings.Join(args, " "))
 	return out.String()
+}
+
+// logPlaneProcesses logs the last lines of what each process of talon up's management plane
+// wrote (its managers, kube-apiserver, etcd), to tell why a step failed.
+func (s *suite) logPlaneProcesses() {
+	logs, _ := filepath.Glob(filepath.Join(s.out, quickstart.PlaneDirName, "logs", "*.log"))
+	for _, path := range logs {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		s.t.Logf("The last lines of %s:\n%s", filepath.Base(path), strings.Join(lines[max(0, len(lines)-15):], "\n"))
+	}
 }
 
 // client is a client of the cluster of kubeconfig.

@@ -25,11 +25,13 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
@@ -179,14 +181,24 @@ func setupTopologyReconcilers(ctx context.Context, mgr ctrl.Manager, cache clust
 	if err := index.ByClusterClassRef(ctx, mgr); err != nil {
 		return err
 	}
-	options := controller.Options{MaxConcurrentReconciles: 5}
 	c, reader := mgr.GetClient(), mgr.GetAPIReader()
 	return errors.Join(
-		(&clusterclassreconciler.Reconciler{Client: c}).SetupWithManager(ctx, mgr, options),
-		(&topologyclusterreconciler.Reconciler{Client: c, APIReader: reader, ClusterCache: cache}).SetupWithManager(ctx, mgr, options),
-		(&topologymachinedeploymentreconciler.Reconciler{Client: c, APIReader: reader}).SetupWithManager(ctx, mgr, options),
-		(&topologymachinesetreconciler.Reconciler{Client: c, APIReader: reader}).SetupWithManager(ctx, mgr, options),
+		(&clusterclassreconciler.Reconciler{Client: c}).SetupWithManager(ctx, mgr, coreOptions()),
+		(&topologyclusterreconciler.Reconciler{Client: c, APIReader: reader, ClusterCache: cache}).SetupWithManager(ctx, mgr, coreOptions()),
+		(&topologymachinedeploymentreconciler.Reconciler{Client: c, APIReader: reader}).SetupWithManager(ctx, mgr, coreOptions()),
+		(&topologymachinesetreconciler.Reconciler{Client: c, APIReader: reader}).SetupWithManager(ctx, mgr, coreOptions()),
 	)
+}
+
+// coreOptions are the controller options of each of Cluster API's core reconcilers: its own
+// manager's, except that a failing reconcile is retried after 10 s at most (Cluster API's
+// default backs off to 16 min, which would turn a passing fault of a simulated workload
+// cluster into a test timeout).
+func coreOptions() controller.Options {
+	return controller.Options{
+		MaxConcurrentReconciles: 5,
+		RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, 10*time.Second),
+	}
 }
 
 // setupCoreReconcilers wires Cluster API's core reconcilers as its own manager does.
@@ -197,12 +209,11 @@ func setupCoreReconcilers(ctx context.Context, mgr ctrl.Manager) (clustercache.C
 	if err := errors.Join(index.ByMachineNode(ctx, mgr), index.ByMachineProviderID(ctx, mgr)); err != nil {
 		return nil, fmt.Errorf("failed to index Machines: %w", err)
 	}
-	options := controller.Options{MaxConcurrentReconciles: 5}
 	cache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
 		SecretClient: mgr.GetClient(),
 		Cache:        capisetup.ClusterCacheCacheOptions(),
 		Client:       capisetup.ClusterCacheClientOptions("talon-test", 20, 30),
-	}, options)
+	}, coreOptions())
 	if err != nil {
 		return nil, fmt.Errorf("failed to set up ClusterCache: %w", err)
 	}
@@ -210,19 +221,19 @@ func setupCoreReconcilers(ctx context.Context, mgr ctrl.Manager) (clustercache.C
 	errs := []error{
 		(&clusterreconciler.Reconciler{
 			Client: c, APIReader: reader, ClusterCache: cache, RemoteConnectionGracePeriod: 50 * time.Second,
-		}).SetupWithManager(ctx, mgr, options),
+		}).SetupWithManager(ctx, mgr, coreOptions()),
 		(&machinereconciler.Reconciler{
 			Client: c, APIReader: reader, ClusterCache: cache, RemoteConditionsGracePeriod: 5 * time.Minute,
-		}).SetupWithManager(ctx, mgr, options),
+		}).SetupWithManager(ctx, mgr, coreOptions()),
 		(&machinesetreconciler.Reconciler{
 			Client: c, APIReader: reader, ClusterCache: cache,
-		}).SetupWithManager(ctx, mgr, options),
+		}).SetupWithManager(ctx, mgr, coreOptions()),
 		(&machinedeploymentreconciler.Reconciler{
 			Client: c, APIReader: reader,
-		}).SetupWithManager(ctx, mgr, options),
+		}).SetupWithManager(ctx, mgr, coreOptions()),
 		(&machinehealthcheckreconciler.Reconciler{
 			Client: c, ClusterCache: cache,
-		}).SetupWithManager(ctx, mgr, options),
+		}).SetupWithManager(ctx, mgr, coreOptions()),
 	}
 	return cache, errors.Join(errs...)
 }

@@ -83,7 +83,7 @@ func waitForReadyMachines(tb testing.TB, env *envtest.Environment, tcp *controlp
 				summary += fmt.Sprintf("\nNode %s: providerID %q", n.Name, n.Spec.ProviderID)
 			}
 		}
-		return summary
+		return summary + "\nThe controllers' last errors:\n" + controllerErrors.String()
 	})
 }
 

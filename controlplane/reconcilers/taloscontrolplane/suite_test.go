@@ -19,7 +19,9 @@ package taloscontrolplane_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -59,10 +61,43 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// The controllers' errors are kept for the failure messages of the tests (and printed
+	// as they come with TALON_DEBUG_LOGS).
+	var out io.Writer = controllerErrors
 	if os.Getenv("TALON_DEBUG_LOGS") != "" {
-		ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+		out = io.MultiWriter(os.Stderr, controllerErrors)
 	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(out), zap.Level(zapcore.ErrorLevel), zap.StacktraceLevel(zapcore.PanicLevel)))
 	os.Exit(envtest.Run(m))
+}
+
+// controllerErrors are the last errors the controllers of this test process logged.
+var controllerErrors = &logTail{max: 30}
+
+// logTail keeps the last max lines written to it.
+type logTail struct {
+	mu    sync.Mutex
+	max   int
+	lines []string
+}
+
+func (l *logTail) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		l.lines = append(l.lines, line)
+	}
+	if over := len(l.lines) - l.max; over > 0 {
+		l.lines = slices.Delete(l.lines, 0, over)
+	}
+	return len(p), nil
+}
+
+// String is the lines kept, oldest first.
+func (l *logTail) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
 }
 
 const simFinalizer = "test.talon.dev/sim-node"
