@@ -63,8 +63,9 @@ const workerRetryStopped = 15
 
 // CanUpdateMachineSet answers Cluster API's CanUpdateMachineSet hook: a new Kubernetes
 // version and a new TalosConfigTemplate spec (config patches, a Talos release or schematic)
-// can be made in place; a new infrastructure template spec cannot (the MachineSet's Machines are replaced). It answers with the patches
-// that take the current objects to the desired ones where it can.
+// can be made in place; a new infrastructure template spec cannot (the MachineSet's
+// Machines are replaced). It answers with the patches that take the current objects to the
+// desired ones where it can.
 func (r *Reconciler) CanUpdateMachineSet(ctx context.Context, req *runtimehooksv1.CanUpdateMachineSetRequest, resp *runtimehooksv1.CanUpdateMachineSetResponse) {
 	resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
 	current, desired := req.Current, req.Desired
