@@ -42,7 +42,9 @@ func TestInstallJobs(t *testing.T) {
 			return errors.Join(ctx.Err(), err)
 		}
 	}
-	poll := func(installer string) (bool, error) { return jobs.poll(t.Context(), uid, installer, install(installer)) }
+	poll := func(installer string) (bool, error) {
+		return jobs.poll(t.Context(), uid, installer, install(installer))
+	}
 
 	call, endCall := context.WithCancel(t.Context())
 	done, err := jobs.poll(call, uid, "a", install("a"))
