@@ -135,6 +135,12 @@ func (e *Environment) WebhookServing() (host string, port int, certDir string) {
 	return o.LocalServingHost, o.LocalServingPort, o.LocalServingCertDir
 }
 
+// WebhookCA is the PEM CA that signed the certificate in WebhookServing's directory, for
+// clients of servers that serve with it (an ExtensionConfig's caBundle).
+func (e *Environment) WebhookCA() []byte {
+	return e.env.WebhookInstallOptions.LocalServingCAData
+}
+
 // NewNamespace creates a namespace for one test and deletes it when the test ends.
 func (e *Environment) NewNamespace(tb testing.TB, prefix string) string {
 	tb.Helper()

@@ -27,6 +27,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -86,19 +87,28 @@ func controlPlaneMachines(ctx context.Context, env *envtest.Environment, tcp *co
 	return list.Items, err
 }
 
-// writer puts a ConfigMap into the workload cluster every 100 ms and remembers the ones
-// the API server acknowledged.
+// writer puts a ConfigMap into the workload cluster every 100 ms through the cluster
+// endpoint and remembers the ones the API server acknowledged. With clients of the
+// control-plane nodes, a write that fails through the endpoint is retried against each
+// node in turn, as a client with the nodes' addresses would.
 type writer struct {
+	direct []kubernetes.Interface
+
 	mu    sync.Mutex
 	acked []string
 	tries int
+	// failed counts the writes that failed through the endpoint; retried the ones of them
+	// a control-plane node then acknowledged.
+	failed, retried int
 }
 
-// startWriter starts a writer against kube; the function it returns stops it, logs how
-// many writes were acknowledged and fails tb if none was or if an acknowledged one is gone.
-func startWriter(tb testing.TB, kube *kubernetes.Clientset) func() {
+// startWriter starts a writer against kube, retrying failed writes against direct (the
+// control-plane nodes' clients), if any; the function it returns stops it, logs how many
+// writes were acknowledged and failed, and fails tb if none was acknowledged, if an
+// acknowledged one is gone, or if a retried write failed on every node.
+func startWriter(tb testing.TB, kube *kubernetes.Clientset, direct ...kubernetes.Interface) func() {
 	tb.Helper()
-	w := &writer{}
+	w := &writer{direct: direct}
 	ctx, stop := context.WithCancel(tb.Context())
 	done := make(chan struct{})
 	go func() { w.run(ctx, kube); close(done) }()
@@ -106,9 +116,13 @@ func startWriter(tb testing.TB, kube *kubernetes.Clientset) func() {
 		tb.Helper()
 		stop()
 		<-done
-		tb.Logf("Writer: %d of %d writes acknowledged; %d requests failed", len(w.acked), w.tries, w.tries-len(w.acked))
+		tb.Logf("Writer: %d of %d writes acknowledged; %d requests through the endpoint failed", len(w.acked), w.tries, w.failed)
 		g := NewWithT(tb)
 		g.Expect(w.acked).NotTo(BeEmpty())
+		if len(direct) > 0 {
+			tb.Logf("Writer: %d failed writes retried against another control-plane node, %d acknowledged there", w.failed, w.retried)
+			g.Expect(w.failed-w.retried).To(BeZero(), "writes that failed on every control-plane node")
+		}
 		list, err := kube.CoreV1().ConfigMaps("default").List(tb.Context(), metav1.ListOptions{})
 		g.Expect(err).NotTo(HaveOccurred())
 		present := map[string]bool{}
@@ -129,16 +143,44 @@ func (w *writer) run(ctx context.Context, kube *kubernetes.Clientset) {
 		case <-time.After(100 * time.Millisecond):
 		}
 		name := fmt.Sprintf("write-%05d", i)
-		wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		_, err := kube.CoreV1().ConfigMaps("default").Create(wctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-		cancel()
+		err := write(ctx, kube, name)
+		if ctx.Err() != nil {
+			return
+		}
+		retried := false
+		if err != nil && len(w.direct) > 0 {
+			for _, node := range w.direct {
+				// Already there: the write through the endpoint was applied, its answer lost.
+				if err := write(ctx, node, name); err == nil || apierrors.IsAlreadyExists(err) {
+					retried = true
+					break
+				}
+			}
+			if ctx.Err() != nil {
+				return
+			}
+		}
 		w.mu.Lock()
 		w.tries++
-		if err == nil {
+		if err != nil {
+			w.failed++
+		}
+		if retried {
+			w.retried++
+		}
+		if err == nil || retried {
 			w.acked = append(w.acked, name)
 		}
 		w.mu.Unlock()
 	}
+}
+
+// write creates the ConfigMap name, allowing 3 s.
+func write(ctx context.Context, kube kubernetes.Interface, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	_, err := kube.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	return err
 }
 
 // waitForMembership waits until tcp has replicas Machines, none deleting, whose nodes are

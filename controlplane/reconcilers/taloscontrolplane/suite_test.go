@@ -338,18 +338,21 @@ func startProviders(tb testing.TB, env *envtest.Environment, infra *simInfra) {
 // startProvidersWith is startProviders with the providers' options.
 func startProvidersWith(tb testing.TB, env *envtest.Environment, infra *simInfra, opts *manager.Options) {
 	tb.Helper()
-	env.StartManager(tb, envtest.ManagerOptions{
-		CoreReconcilers: true,
-		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
-			if err := startOthers(ctx, mgr, opts); err != nil {
-				return err
-			}
-			if err := controlplanesetup.Reconcilers(ctx, mgr, opts); err != nil {
-				return err
-			}
-			return infra.setup(ctx, mgr)
-		},
-	})
+	env.StartManager(tb, envtest.ManagerOptions{CoreReconcilers: true, Setup: providers(infra, opts)})
+}
+
+// providers registers the bootstrap and control-plane providers, wired as their managers
+// wire them, and the simulated infrastructure.
+func providers(infra *simInfra, opts *manager.Options) func(ctx context.Context, mgr ctrl.Manager) error {
+	return func(ctx context.Context, mgr ctrl.Manager) error {
+		if err := startOthers(ctx, mgr, opts); err != nil {
+			return err
+		}
+		if err := controlplanesetup.Reconcilers(ctx, mgr, opts); err != nil {
+			return err
+		}
+		return infra.setup(ctx, mgr)
+	}
 }
 
 // startMetalProviders starts the providers over simulated bare-metal nodes at addresses of
@@ -357,14 +360,22 @@ func startProvidersWith(tb testing.TB, env *envtest.Environment, infra *simInfra
 // which serves releases.
 func startMetalProviders(tb testing.TB, env *envtest.Environment, prefix, release string, releases ...string) *simInfra {
 	tb.Helper()
+	infra, opts := newMetalInfra(tb, prefix, release, releases...)
+	startProvidersWith(tb, env, infra, opts)
+	return infra
+}
+
+// newMetalInfra is the simulated bare-metal infrastructure of startMetalProviders, with the
+// providers' options naming its Image Factory.
+func newMetalInfra(tb testing.TB, prefix, release string, releases ...string) (*simInfra, *manager.Options) {
+	tb.Helper()
 	factory := factorytest.Start(tb, releases...)
 	infra := newSimInfra(tb, prefix)
 	infra.kind = "TalosMetalMachine"
 	infra.options = func(o *sim.Options) { o.Mode, o.TalosVersion = configgen.ModeMetal, release }
 	opts := manager.NewOptions()
 	opts.ImageFactoryURL = factory.URL
-	startProvidersWith(tb, env, infra, opts)
-	return infra
+	return infra, opts
 }
 
 // startOthers registers the bootstrap provider.
