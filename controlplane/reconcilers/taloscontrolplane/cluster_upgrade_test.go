@@ -26,7 +26,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -75,7 +74,7 @@ func TestClusterUpgradedInPlace(t *testing.T) {
 	const name = "upgrade"
 	ns := env.NewNamespace(t, "cluster-upgrade")
 	infra, opts := newMetalInfra(t, "127.0.66.", "v1.13.3", "v1.13.3", "v1.14.1")
-	hooksPort := freePort(t)
+	hooksPort := freeTCPPort(t)
 	_, _, certDir := env.WebhookServing()
 	env.StartManager(t, envtest.ManagerOptions{Setup: func(ctx context.Context, mgr ctrl.Manager) error {
 		if err := providers(infra, opts)(ctx, mgr); err != nil {
@@ -390,15 +389,14 @@ func startCoreManager(t *testing.T, env *envtest.Environment) {
 	cmd := exec.CommandContext(context.Background(), binary,
 		"--kubeconfig="+kubeconfigPath,
 		"--feature-gates=InPlaceUpdates=true,RuntimeSDK=true",
-		"--webhook-port="+strconv.Itoa(freePort(t)), "--webhook-cert-dir="+certDir,
+		"--webhook-port="+strconv.Itoa(freeTCPPort(t)), "--webhook-cert-dir="+certDir,
 		"--health-addr=127.0.0.1:0", "--diagnostics-address=127.0.0.1:0", "--insecure-diagnostics")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
+		kill(cmd)
 		_ = log.Close()
 		if !t.Failed() {
 			return
@@ -438,15 +436,4 @@ func registerHooks(tb testing.TB, env *envtest.Environment, port int, namespace 
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(ext), ext)).To(Succeed())
 		g.Expect(ext.Status.Handlers).To(HaveLen(3), "CanUpdateMachineSet, CanUpdateMachine and UpdateMachine discovered: %v", ext.Status.Conditions)
 	}, time.Minute, time.Second).Should(Succeed())
-}
-
-// freePort is a TCP port on 127.0.0.1 that nothing listened on a moment ago.
-func freePort(tb testing.TB) int {
-	tb.Helper()
-	l, err := (&net.ListenConfig{}).Listen(tb.Context(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
 }
