@@ -300,7 +300,9 @@ func (n *Node) startOwnEtcd(ctx context.Context, cfg talosconfig.Provider) error
 }
 
 // promote asks the cluster to make this learner a voting member until it has caught up.
+// Like Talos, it logs why a promotion failed (once for each new reason).
 func (n *Node) promote(ctx context.Context, c *clientv3.Client, id uint64) error {
+	last := ""
 	for {
 		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_, err := c.MemberPromote(callCtx, id)
@@ -308,7 +310,10 @@ func (n *Node) promote(ctx context.Context, c *clientv3.Client, id uint64) error
 		if err == nil {
 			return nil
 		}
-		n.opts.Log.V(1).Info("Waiting for promotion", "reason", err.Error())
+		if err.Error() != last {
+			last = err.Error()
+			n.opts.Log.Info("Waiting for promotion", "reason", last)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

@@ -145,6 +145,22 @@ func (l *logs) registered(id string) (*logBuffer, bool) {
 	return b, ok
 }
 
+// LogTail is the last lines of service id's log (etcd, machined, ...), for a test to print
+// when it fails; none when the service has no log.
+func (n *Node) LogTail(id string, lines int) []string {
+	b, ok := n.logs.registered(id)
+	if !ok {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	tail := make([]string, 0, lines)
+	for _, line := range b.lines[max(0, len(b.lines)-lines):] {
+		tail = append(tail, line.text)
+	}
+	return tail
+}
+
 // Logs streams a service's log, as machined's: the last tail_lines lines (all when
 // negative), then new lines with follow. A service without a log is machined's error.
 func (s *machineService) Logs(req *machine.LogsRequest, stream grpc.ServerStreamingServer[common.Data]) error {

@@ -31,40 +31,40 @@ import (
 	. "github.com/onsi/gomega"
 )
 
-// The tests listen on 127.0.61.x, addresses no other package's tests use.
+// The tests listen on 127.0.62.x, addresses no other package's tests use.
 
 // TestLBFollowsBackendsFile runs `talon lb` and rewrites its backends file, as the Docker
 // infrastructure provider does: new connections go to the new backends, and an invalid file
 // is reported while the previous backends keep serving.
 func TestLBFollowsBackendsFile(t *testing.T) {
 	g := NewWithT(t)
-	port := startNamedBackend(t, "127.0.61.2", 0)
-	startNamedBackend(t, "127.0.61.3", port)
+	port := startNamedBackend(t, "127.0.62.2", 0)
+	startNamedBackend(t, "127.0.62.3", port)
 	file := filepath.Join(t.TempDir(), "backends")
-	g.Expect(os.WriteFile(file, []byte("# control-plane nodes\n127.0.61.2\n"), 0o600)).To(Succeed())
-	log := runLB(t, "--address", "127.0.61.1", "--port", strconv.Itoa(port), "--backends-file", file)
-	endpoint := net.JoinHostPort("127.0.61.1", strconv.Itoa(port))
-	g.Eventually(answeringBackend).WithArguments(t.Context(), endpoint).Should(Equal("127.0.61.2"))
+	g.Expect(os.WriteFile(file, []byte("# control-plane nodes\n127.0.62.2\n"), 0o600)).To(Succeed())
+	log := runLB(t, "--address", "127.0.62.1", "--port", strconv.Itoa(port), "--backends-file", file)
+	endpoint := net.JoinHostPort("127.0.62.1", strconv.Itoa(port))
+	g.Eventually(answeringBackend).WithArguments(t.Context(), endpoint).Should(Equal("127.0.62.2"))
 
 	t.Log("Rewriting the file moves new connections to the new backend")
-	g.Expect(os.WriteFile(file, []byte("127.0.61.3\n"), 0o600)).To(Succeed())
-	g.Eventually(answeringBackend).WithArguments(t.Context(), endpoint).WithTimeout(3 * time.Second).Should(Equal("127.0.61.3"))
-	g.Expect(log.String()).To(ContainSubstring(`"msg"="Backends changed" "backends"=["127.0.61.3"] "previous"=["127.0.61.2"]`))
+	g.Expect(os.WriteFile(file, []byte("127.0.62.3\n"), 0o600)).To(Succeed())
+	g.Eventually(answeringBackend).WithArguments(t.Context(), endpoint).WithTimeout(3 * time.Second).Should(Equal("127.0.62.3"))
+	g.Expect(log.String()).To(ContainSubstring(`"msg"="Backends changed" "backends"=["127.0.62.3"] "previous"=["127.0.62.2"]`))
 
 	t.Log("An invalid file is reported and the previous backend keeps serving")
-	g.Expect(os.WriteFile(file, []byte("127.0.61.3\n127.0.61.4:6443\n"), 0o600)).To(Succeed())
+	g.Expect(os.WriteFile(file, []byte("127.0.62.3\n127.0.62.4:6443\n"), 0o600)).To(Succeed())
 	g.Eventually(log.String).WithTimeout(3 * time.Second).Should(ContainSubstring("invalid backends file " + file + ": line 2: "))
-	g.Expect(answeringBackend(t.Context(), endpoint)).To(Equal("127.0.61.3"))
+	g.Expect(answeringBackend(t.Context(), endpoint)).To(Equal("127.0.62.3"))
 }
 
 // TestLBWithoutBackendsFile checks that with no backends file lb serves the --backend ones.
 func TestLBWithoutBackendsFile(t *testing.T) {
 	g := NewWithT(t)
-	port := startNamedBackend(t, "127.0.61.12", 0)
-	runLB(t, "--address", "127.0.61.11", "--port", strconv.Itoa(port),
-		"--backends-file", filepath.Join(t.TempDir(), "missing"), "--backend", "127.0.61.12")
-	g.Eventually(answeringBackend).WithArguments(t.Context(), net.JoinHostPort("127.0.61.11", strconv.Itoa(port))).
-		Should(Equal("127.0.61.12"))
+	port := startNamedBackend(t, "127.0.62.12", 0)
+	runLB(t, "--address", "127.0.62.11", "--port", strconv.Itoa(port),
+		"--backends-file", filepath.Join(t.TempDir(), "missing"), "--backend", "127.0.62.12")
+	g.Eventually(answeringBackend).WithArguments(t.Context(), net.JoinHostPort("127.0.62.11", strconv.Itoa(port))).
+		Should(Equal("127.0.62.12"))
 }
 
 // runLB runs `talon lb args...` until the test ends, expecting it to stop cleanly, and returns

@@ -42,7 +42,7 @@ func BenchmarkSimCluster(b *testing.B) {
 		addresses := make([]string, 4)
 		procs := make([]*process, 4)
 		for j := range addresses {
-			addresses[j] = fmt.Sprintf("127.0.46.%d", 10*i+j+1)
+			addresses[j] = fmt.Sprintf("127.0.68.%d", 10*i+j+1)
 			procs[j] = startProcess(b, talon, nil, "sim", "--address", addresses[j], "--state-dir", b.TempDir(), "--bin-dir", envtest.BinDir())
 		}
 		cluster := simtest.Scenario(b, addresses[:3], addresses[3:])

@@ -49,7 +49,7 @@ func TestTalosUpgradeSteps(t *testing.T) {
 	require.Layer(t, envtest.Layer, err)
 	g := NewWithT(t)
 	ctx := t.Context()
-	const address = "127.0.47.1"
+	const address = "127.0.67.1"
 	n, err := sim.NewNode(sim.Options{
 		Address: address, StateDir: t.TempDir(), BinDir: envtest.BinDir(), Mode: configgen.ModeMetal,
 		TalosVersion: "v1.14.1", RebootDelay: 500 * time.Millisecond, Log: testr.New(t),

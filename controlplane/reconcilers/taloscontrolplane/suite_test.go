@@ -140,6 +140,15 @@ func (s *simInfra) newInfraMachine() *unstructured.Unstructured {
 	return u
 }
 
+// logEtcdOnFailure prints the end of n's etcd log when the test failed: what a member did
+// is what explains a control plane that did not converge.
+func logEtcdOnFailure(tb testing.TB, n *sim.Node) {
+	if !tb.Failed() {
+		return
+	}
+	tb.Logf("etcd log of %s, last lines:\n%s", n.Address(), strings.Join(n.LogTail("etcd", 25), "\n"))
+}
+
 // endpoint is the cluster endpoint: the load balancer.
 func (s *simInfra) endpoint() clusterv1.APIEndpoint {
 	return clusterv1.APIEndpoint{Host: s.prefix + "254", Port: 6443}
@@ -223,6 +232,7 @@ func (s *simInfra) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 			return ctrl.Result{}, err
 		}
 		s.t.Cleanup(n.PowerOff)
+		s.t.Cleanup(func() { logEtcdOnFailure(s.t, n) })
 		s.nodes[infra.GetName()] = n
 		if _, isControlPlane := machine.Labels[clusterv1.MachineControlPlaneLabel]; isControlPlane {
 			s.updateBackends()
