@@ -163,15 +163,18 @@ func (n *Node) forwardUnary(ctx context.Context, fullMethod string, req any, r *
 	return merged, nil
 }
 
-// forwardStream answers a server-streaming call routed to other nodes: with "nodes", the
-// messages of every node as they come, each stamped with its node.
+// forwardStream answers a streaming call routed to other nodes: with "nodes", the messages of
+// every node as they come, each stamped with its node. A client stream goes to one node only.
 func (n *Node) forwardStream(ss grpc.ServerStream, fullMethod string, r *route) error {
 	method, err := methodDescriptor(fullMethod)
 	if err != nil {
 		return err
 	}
 	if method.IsStreamingClient() {
-		return status.Errorf(codes.Unimplemented, "the simulator does not forward client streams (%s)", fullMethod)
+		if len(r.targets) != 1 {
+			return status.Errorf(codes.Unimplemented, "the simulator does not forward client streams to more than one node (%s)", fullMethod)
+		}
+		return n.forwardClientStream(ss, fullMethod, method, r)
 	}
 	req := newMessage(method.Input())
 	if err := ss.RecvMsg(req); err != nil {
@@ -231,6 +234,91 @@ func (n *Node) forwardStream(ss grpc.ServerStream, fullMethod string, r *route) 
 	}
 	wg.Wait()
 	return nil
+}
+
+// forwardClientStream relays a client-streaming call (EtcdRecover's upload) to the one node
+// of its route: the caller's messages as they come, then the node's reply, stamped with the
+// node when routed by "nodes" (a failure too, as forwardStream stamps it).
+func (n *Node) forwardClientStream(ss grpc.ServerStream, fullMethod string, method protoreflect.MethodDescriptor, r *route) error {
+	target := r.targets[0]
+	// A streamed message carries its metadata itself; a single reply (EtcdRecoverResponse) in
+	// each of its messages, as forwardUnary stamps them.
+	stampReply := func(msg proto.Message, err error) {
+		if method.IsStreamingServer() {
+			stamp(msg.ProtoReflect(), target, err)
+			return
+		}
+		messages := msg.ProtoReflect().Mutable(messagesField(msg)).List()
+		if err != nil {
+			reply := messages.NewElement()
+			stamp(reply.Message(), target, err)
+			messages.Append(reply)
+			return
+		}
+		for j := range messages.Len() {
+			stamp(messages.Get(j).Message(), target, nil)
+		}
+	}
+	fail := func(err error) error {
+		if !r.many {
+			return err
+		}
+		msg := newMessage(method.Output())
+		stampReply(msg, err)
+		return ss.SendMsg(msg)
+	}
+	conn, err := n.dialPeer(target)
+	if err != nil {
+		return fail(err)
+	}
+	defer func() { _ = conn.Close() }()
+	ctx, cancel := context.WithCancel(n.outgoing(ss.Context()))
+	defer cancel()
+	cs, err := conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: method.IsStreamingServer()}, fullMethod)
+	if err != nil {
+		return fail(err)
+	}
+	// The caller's messages go to the node as they come; uploaded is closed with uploadErr
+	// once they have all gone (or the call ended).
+	uploaded := make(chan struct{})
+	var uploadErr error
+	go func() {
+		defer close(uploaded)
+		for {
+			msg := newMessage(method.Input())
+			if err := ss.RecvMsg(msg); errors.Is(err, io.EOF) {
+				uploadErr = cs.CloseSend()
+				return
+			} else if err != nil {
+				cancel() // the caller is gone: so is the call
+				uploadErr = err
+				return
+			}
+			if err := cs.SendMsg(msg); err != nil {
+				return // the node ended the call: its reply says why
+			}
+		}
+	}()
+	for {
+		msg := newMessage(method.Output())
+		if err := cs.RecvMsg(msg); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			cancel()
+			<-uploaded
+			return fail(err)
+		}
+		if r.many {
+			stampReply(msg, nil)
+		}
+		if err := ss.SendMsg(msg); err != nil {
+			cancel()
+			<-uploaded
+			return err
+		}
+	}
+	<-uploaded
+	return uploadErr
 }
 
 // outgoing is the context of a forwarded call: the caller's metadata without the routing,

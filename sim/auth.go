@@ -32,7 +32,8 @@ import (
 
 // methodRoles are the roles that may call each method once a node is configured, as in
 // machined's authorization rules: readers read, operators also reboot and back up etcd,
-// admins change the node. Methods not listed are refused to everyone but admins.
+// admins change the node (and alone restore etcd from a snapshot: EtcdRecover). Methods not
+// listed are refused to everyone but admins.
 var methodRoles = map[string]role.Set{
 	"/machine.MachineService/Version":        role.MakeSet(role.Admin, role.Operator, role.Reader),
 	"/machine.MachineService/ServiceList":    role.MakeSet(role.Admin, role.Operator, role.Reader),
@@ -44,6 +45,7 @@ var methodRoles = map[string]role.Set{
 	"/machine.MachineService/EtcdMemberList": role.MakeSet(role.Admin, role.Operator, role.Reader, role.EtcdBackup),
 	"/machine.MachineService/EtcdStatus":     role.MakeSet(role.Admin, role.Operator, role.Reader, role.EtcdBackup),
 	"/machine.MachineService/EtcdSnapshot":   role.MakeSet(role.Admin, role.Operator, role.EtcdBackup),
+	"/machine.MachineService/EtcdRecover":    role.MakeSet(role.Admin),
 	"/machine.MachineService/Reboot":         role.MakeSet(role.Admin, role.Operator),
 	"/machine.MachineService/Shutdown":       role.MakeSet(role.Admin, role.Operator),
 	"/machine.MachineService/ImagePull":      role.MakeSet(role.Admin, role.Operator),

@@ -49,6 +49,9 @@ const retryInterval = time.Second
 func (n *Node) startControlPlane(ctx context.Context, cfg talosconfig.Provider, etcdTLS transport.TLSInfo) error {
 	n.controlPlaneStart.Lock()
 	defer n.controlPlaneStart.Unlock()
+	if ctx.Err() != nil {
+		return ctx.Err() // the node stopped before this start began (Stop waits for one under way)
+	}
 	s, err := n.startAPIServer(ctx, cfg, etcdTLS)
 	if err != nil {
 		return err

@@ -23,6 +23,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
@@ -31,8 +32,11 @@ import (
 
 // bootstrapEtcd starts a new etcd cluster with this node as its only member. It answers
 // with Talos' codes (machined's Bootstrap): FailedPrecondition while bootstrapping is not
-// possible yet, Unimplemented on a worker, AlreadyExists once etcd has data.
-func (n *Node) bootstrapEtcd(ctx context.Context) error {
+// possible yet, Unimplemented on a worker, AlreadyExists once etcd has data. With
+// recover_etcd, as Talos, it answers once the etcd service started in bootstrap mode, and the
+// service restores the uploaded snapshot before it runs the member (recoverEtcd): a missing or
+// bad snapshot fails the service, not the call.
+func (n *Node) bootstrapEtcd(ctx context.Context, req *machine.BootstrapRequest) error {
 	if !n.configured() {
 		return status.Error(codes.FailedPrecondition, "bootstrap is not available yet")
 	}
@@ -40,8 +44,12 @@ func (n *Node) bootstrapEtcd(ctx context.Context) error {
 		return status.Error(codes.Unimplemented, "bootstrap is only available on control plane nodes")
 	}
 	n.mu.Lock()
-	dataDir := n.stateDir("etcd")
-	if n.etcd != nil || n.bootstrapping || dirHasData(dataDir) {
+	if n.servicesCtx == nil {
+		// Configured a moment ago: its services are about to start.
+		n.mu.Unlock()
+		return status.Error(codes.FailedPrecondition, "bootstrap is not available yet")
+	}
+	if n.etcd != nil || n.bootstrapping || dirHasData(n.stateDir("etcd")) {
 		n.mu.Unlock()
 		return status.Error(codes.AlreadyExists, "etcd data directory is not empty")
 	}
@@ -49,33 +57,19 @@ func (n *Node) bootstrapEtcd(ctx context.Context) error {
 	n.bootstrapping = true
 	name, cfg, servicesCtx := n.hostnameLocked(), n.cfg, n.servicesCtx
 	n.mu.Unlock()
+	if req.GetRecoverEtcd() {
+		// machined replaces the etcd service with one in bootstrap mode and answers once it
+		// started; the new service's events start afresh.
+		n.services.restart("etcd")
+		go n.recoverEtcd(servicesCtx, cfg, name, req.GetRecoverSkipHashCheck())
+		return nil
+	}
 	defer func() {
 		n.mu.Lock()
 		n.bootstrapping = false
 		n.mu.Unlock()
 	}()
-
-	tlsInfo, err := writeEtcdPKI(n.stateDir("etcd-pki"), cfg.Cluster().Etcd().CA(), name, n.ip)
-	if err != nil {
-		return status.Error(codes.FailedPrecondition, err.Error())
-	}
-	member, err := startEtcd(ctx, dataDir, tlsInfo, name, n.ip, name+"="+etcdPeer(n.ip), "new", n.opts.SharedNetworkNamespace, n.logs.of("etcd"))
-	if err != nil {
-		_ = os.RemoveAll(dataDir)
-		return status.Error(codes.Internal, err.Error())
-	}
-	n.mu.Lock()
-	n.etcd = member
-	n.bootstrapped++
-	n.mu.Unlock()
-	n.watchRemoval(member)
-	n.opts.Log.Info("Bootstrapped etcd", "member", name)
-	go func() {
-		if err := n.startControlPlane(servicesCtx, cfg, tlsInfo); err != nil && servicesCtx.Err() == nil {
-			n.opts.Log.Error(err, "Failed to start the control plane")
-		}
-	}()
-	return nil
+	return n.startBootstrapMember(ctx, servicesCtx, cfg, name, false)
 }
 
 // etcdMember returns the running member, or the gRPC error Talos gives without one.

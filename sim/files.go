@@ -29,6 +29,7 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -37,7 +38,7 @@ import (
 // This file is the part of a node's filesystem the simulator can show through Read and
 // List: the files talosctl and operators read on a Talos node (the boot ID talosctl compares
 // across a reboot, os-release, the hostname, the machine config on STATE) and etcd's data
-// directory, which is the node's real etcd data.
+// directory, which is the node's real etcd data, and an etcd snapshot uploaded for recovery.
 
 // vfile is a file or directory of the node's filesystem.
 type vfile struct {
@@ -97,6 +98,14 @@ func (n *Node) files() map[string]vfile {
 		addDirs(target, info.ModTime())
 		return nil
 	})
+	// A snapshot uploaded for recovery (EtcdRecover), until the recovery consumes it.
+	snapshotPath := n.stateDir(recoverySnapshotFile)
+	if info, err := os.Stat(snapshotPath); err == nil && info.Mode().IsRegular() {
+		files[constants.EtcdRecoverySnapshotPath] = vfile{size: info.Size(), modified: info.ModTime(), open: func() (io.ReadCloser, error) {
+			return os.Open(snapshotPath) //nolint:gosec // a file of the node's own state
+		}}
+		addDirs(constants.EtcdRecoverySnapshotPath, info.ModTime())
+	}
 	return files
 }
 

@@ -57,9 +57,10 @@ func (s *machineService) Version(context.Context, *emptypb.Empty) (*machine.Vers
 }
 
 // Bootstrap starts the first etcd member of the cluster on this control-plane node. It
-// succeeds once per cluster: a node whose etcd already has data refuses, like Talos.
-func (s *machineService) Bootstrap(ctx context.Context, _ *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
-	if err := s.node.bootstrapEtcd(ctx); err != nil {
+// succeeds once per cluster: a node whose etcd already has data refuses, like Talos. With
+// recover_etcd the member starts from the snapshot EtcdRecover uploaded.
+func (s *machineService) Bootstrap(ctx context.Context, req *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
+	if err := s.node.bootstrapEtcd(ctx, req); err != nil {
 		return nil, err
 	}
 	return &machine.BootstrapResponse{Messages: []*machine.Bootstrap{{}}}, nil

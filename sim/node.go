@@ -345,7 +345,8 @@ func (n *Node) stopServers() {
 
 // Stop powers the node off at once: the API and every service stop, as with a pulled power
 // cord (etcd is not shut down gracefully, the kubelet reports nothing); the state stays on
-// disk. Stopping a stopped node does nothing.
+// disk. Stopping a stopped node does nothing. It returns once a start of the control plane
+// under way has given up, so that nothing writes to the state directory afterwards.
 func (n *Node) Stop() {
 	n.power.Lock()
 	defer n.power.Unlock()
@@ -353,6 +354,13 @@ func (n *Node) Stop() {
 	n.stopServers()
 	n.stopAll()
 	n.Heal()
+	n.waitForControlPlaneStart()
+}
+
+// waitForControlPlaneStart returns once no start of the control plane is under way.
+func (n *Node) waitForControlPlaneStart() {
+	n.controlPlaneStart.Lock()
+	defer n.controlPlaneStart.Unlock()
 }
 
 // retry runs fn until it succeeds or ctx ends, logging why it waits.

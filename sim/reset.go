@@ -33,10 +33,11 @@ import (
 
 // systemVolumes are the system disk's partitions a reset can wipe one by one, with what of
 // the node's state directory each holds: STATE the machine config, EPHEMERAL /var (etcd's
-// data, the kubelet's certificates), META nothing the simulator keeps.
+// data, an etcd snapshot uploaded for recovery, the kubelet's certificates), META nothing the
+// simulator keeps.
 var systemVolumes = map[string][]string{
 	"STATE":     {"config.yaml", "staged.yaml"},
-	"EPHEMERAL": {"etcd", "etcd-pki", "kubelet"},
+	"EPHEMERAL": {"etcd", "etcd-pki", recoverySnapshotFile, "etcd.restoring", "kubelet"},
 	"META":      nil,
 }
 

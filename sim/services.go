@@ -31,6 +31,7 @@ const maxServiceEvents = 64
 
 // Talos' service states (machined's events.ServiceState) the simulator goes through.
 const (
+	serviceStarting  = "Starting"
 	serviceWaiting   = "Waiting"
 	servicePreparing = "Preparing"
 	serviceRunning   = "Running"
@@ -114,11 +115,23 @@ func (l *serviceLog) running(id string) {
 	l.mu.Lock()
 	defer l.changed(id)
 	defer l.mu.Unlock()
-	l.eventLocked(id, servicePreparing, "Running pre state")
+	if events := l.services[id].GetEvents().GetEvents(); len(events) == 0 || events[len(events)-1].GetMsg() != "Running pre state" {
+		l.eventLocked(id, servicePreparing, "Running pre state")
+	}
 	l.eventLocked(id, servicePreparing, "Creating service runner")
 	l.eventLocked(id, serviceRunning, "Started task "+id+" for container "+id)
 	l.eventLocked(id, serviceRunning, "Health check successful")
 	l.services[id].Health = &machine.ServiceHealth{Healthy: true, LastChange: timestamppb.Now()}
+}
+
+// restart replaces a service with a new instance, as machined reloads one (etcd in bootstrap
+// mode): its events start afresh, with its start.
+func (l *serviceLog) restart(id string) {
+	l.mu.Lock()
+	defer l.changed(id)
+	defer l.mu.Unlock()
+	delete(l.services, id)
+	l.eventLocked(id, serviceStarting, "Starting service")
 }
 
 // stopped records a service that ended: Finished when it was stopped, Failed with why.

@@ -83,6 +83,24 @@ type Client interface {
 	EtcdRemoveMember(ctx context.Context, id uint64) error
 	// EtcdForfeitLeadership moves leadership away from the node's member if it leads.
 	EtcdForfeitLeadership(ctx context.Context) error
+	// EtcdSnapshot streams a snapshot of the node's etcd member (Talos' EtcdSnapshot, what
+	// talosctl etcd snapshot saves), for EtcdRecover. The caller reads it to the end, which
+	// fails when the node has no member serving, and closes it; the transfer is bounded by
+	// ctx and transferTimeout.
+	EtcdSnapshot(ctx context.Context) (io.ReadCloser, error)
+	// EtcdRecover uploads an etcd snapshot to the node (/var/lib/etcd.snapshot) for
+	// BootstrapRecover; a new upload replaces the last. Talos answers FailedPrecondition
+	// before the node can take it and Unimplemented on a worker.
+	EtcdRecover(ctx context.Context, snapshot io.Reader) error
+	// BootstrapRecover bootstraps etcd on the node from the snapshot EtcdRecover uploaded:
+	// Talos restores the data directory from it as a cluster of this one member and starts
+	// etcd on it (talosctl bootstrap --recover-from). skipHashCheck accepts a snapshot
+	// without etcd's integrity hash (a copy of a data directory's db file). Talos answers
+	// before it restores, so BootstrapRecover then waits for the etcd service: running, or
+	// failed, which is ErrRecoveryFailed with the service's reason (no snapshot uploaded, a
+	// truncated or corrupt one), after which the node can be bootstrapped again and the
+	// snapshot stays. ErrAlreadyBootstrapped and ErrNotReady as for Bootstrap.
+	BootstrapRecover(ctx context.Context, skipHashCheck bool) error
 	// BootID identifies the node's current boot (/proc/sys/kernel/random/boot_id): it
 	// changes at every reboot, so a caller that saw it change knows the node rebooted.
 	BootID(ctx context.Context) (string, error)
@@ -141,7 +159,14 @@ func (e *InstallerError) Error() string {
 var (
 	ErrAlreadyBootstrapped = errors.New("etcd is already bootstrapped on this node")
 	ErrNotReady            = errors.New("the node is not ready to bootstrap etcd yet")
+	ErrRecoveryFailed      = errors.New("etcd failed to recover from the snapshot")
 )
+
+// transferTimeout bounds streaming an etcd snapshot from or to a node.
+const transferTimeout = 10 * time.Minute
+
+// recoverTimeout bounds BootstrapRecover: the call, restoring the snapshot and starting etcd.
+const recoverTimeout = 5 * time.Minute
 
 // Factory makes clients of the nodes of a cluster.
 type Factory interface {
@@ -200,16 +225,57 @@ func (c *client) Version(ctx context.Context) (string, error) {
 func (c *client) Bootstrap(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	err := c.c.Bootstrap(ctx, &machine.BootstrapRequest{})
-	// Talos' own codes (machined's Bootstrap): AlreadyExists when the etcd data directory is
-	// not empty, FailedPrecondition while bootstrapping is not possible yet.
+	return c.bootstrap(ctx, &machine.BootstrapRequest{}, "bootstrap")
+}
+
+// bootstrap calls Bootstrap with req and maps Talos' own codes (machined's Bootstrap):
+// AlreadyExists when the etcd data directory is not empty, FailedPrecondition while
+// bootstrapping is not possible yet.
+func (c *client) bootstrap(ctx context.Context, req *machine.BootstrapRequest, what string) error {
+	err := c.c.Bootstrap(ctx, req)
 	switch status.Code(err) {
 	case codes.AlreadyExists:
-		return fmt.Errorf("%w: %w", ErrAlreadyBootstrapped, c.wrap(err, "bootstrap"))
+		return fmt.Errorf("%w: %w", ErrAlreadyBootstrapped, c.wrap(err, what))
 	case codes.FailedPrecondition:
-		return fmt.Errorf("%w: %w", ErrNotReady, c.wrap(err, "bootstrap"))
+		return fmt.Errorf("%w: %w", ErrNotReady, c.wrap(err, what))
 	}
-	return c.wrap(err, "bootstrap")
+	return c.wrap(err, what)
+}
+
+func (c *client) BootstrapRecover(ctx context.Context, skipHashCheck bool) error {
+	ctx, cancel := context.WithTimeout(ctx, recoverTimeout)
+	defer cancel()
+	const what = "bootstrap from an etcd snapshot"
+	req := &machine.BootstrapRequest{RecoverEtcd: true, RecoverSkipHashCheck: skipHashCheck}
+	if err := c.bootstrap(ctx, req, what); err != nil {
+		return err
+	}
+	// machined answered once it started its etcd service anew in bootstrap mode; the service
+	// restores the snapshot before it runs etcd, and fails if it cannot.
+	for {
+		services, err := c.c.ServiceInfo(ctx, "etcd")
+		if err == nil && len(services) > 0 && services[0].Service != nil {
+			svc := services[0].Service
+			switch svc.GetState() {
+			case "Running":
+				return nil
+			case "Failed", "Finished", "Skipped":
+				reason := svc.GetState()
+				if events := svc.GetEvents().GetEvents(); len(events) > 0 {
+					reason = events[len(events)-1].GetMsg()
+				}
+				return c.wrap(fmt.Errorf("%w: %s", ErrRecoveryFailed, reason), what)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = ctx.Err()
+			}
+			return c.wrap(fmt.Errorf("waiting for etcd to start: %w", err), what)
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 func (c *client) EtcdMembers(ctx context.Context) ([]Member, error) {
@@ -253,6 +319,44 @@ func (c *client) EtcdForfeitLeadership(ctx context.Context) error {
 	defer cancel()
 	_, err := c.c.EtcdForfeitLeadership(ctx, &machine.EtcdForfeitLeadershipRequest{})
 	return c.wrap(err, "etcd forfeit leadership")
+}
+
+func (c *client) EtcdSnapshot(ctx context.Context) (io.ReadCloser, error) {
+	ctx, cancel := context.WithTimeout(ctx, transferTimeout)
+	r, err := c.c.EtcdSnapshot(ctx, &machine.EtcdSnapshotRequest{})
+	if err != nil {
+		cancel()
+		return nil, c.wrap(err, "etcd snapshot")
+	}
+	return &snapshotReader{r: r, cancel: cancel, c: c}, nil
+}
+
+// snapshotReader is a snapshot as it streams: its errors (the node's among them, which come
+// with the stream's first read) wrapped as the client's; Close ends the stream.
+type snapshotReader struct {
+	r      io.ReadCloser
+	cancel context.CancelFunc
+	c      *client
+}
+
+func (s *snapshotReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		err = s.c.wrap(err, "etcd snapshot")
+	}
+	return n, err
+}
+
+func (s *snapshotReader) Close() error {
+	defer s.cancel()
+	return s.r.Close()
+}
+
+func (c *client) EtcdRecover(ctx context.Context, snapshot io.Reader) error {
+	ctx, cancel := context.WithTimeout(ctx, transferTimeout)
+	defer cancel()
+	_, err := c.c.EtcdRecover(ctx, snapshot)
+	return c.wrap(err, "uploading an etcd snapshot")
 }
 
 func (c *client) BootID(ctx context.Context) (string, error) {
