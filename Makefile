@@ -49,11 +49,14 @@ KUBE_NEXT_CONTROLLER_MANAGER := $(BIN)/v1.37/kube-controller-manager
 # from (docs/migrate-from-sidero.md), pinned in hack/tools/sidero/go.mod.
 SIDERO_BOOTSTRAP_MANAGER := $(BIN)/sidero-bootstrap-manager
 SIDERO_CONTROLPLANE_MANAGER := $(BIN)/sidero-controlplane-manager
+# The S3 server the etcd backup tests write to (Versity's gateway, POSIX backend), pinned in
+# hack/tools/versitygw/go.mod.
+VERSITYGW := $(BIN)/versitygw
 SIDERO_BOOTSTRAP_MODULE := github.com/siderolabs/cluster-api-bootstrap-provider-talos
 SIDERO_CONTROLPLANE_MODULE := github.com/siderolabs/cluster-api-control-plane-provider-talos
 TOOLS := $(CONTROLLER_GEN) $(KUSTOMIZE) $(GOTESTSUM) $(GOLANGCI_LINT) $(KUBE_APISERVER) \
 	$(KUBE_CONTROLLER_MANAGER) $(ETCD) $(CLUSTERCTL) $(CAPI_MANAGER) $(TALOSCTL) \
-	$(KUBE_NEXT_APISERVER) $(KUBE_NEXT_CONTROLLER_MANAGER) $(SIDERO_BOOTSTRAP_MANAGER) $(SIDERO_CONTROLPLANE_MANAGER)
+	$(KUBE_NEXT_APISERVER) $(KUBE_NEXT_CONTROLLER_MANAGER) $(SIDERO_BOOTSTRAP_MANAGER) $(SIDERO_CONTROLPLANE_MANAGER) $(VERSITYGW)
 
 ##@ General
 
@@ -209,6 +212,8 @@ $(KUSTOMIZE): hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && go build -o $@ sigs.k8s.io/kustomize/kustomize/v5
 $(GOTESTSUM): hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && go build -o $@ gotest.tools/gotestsum
+$(VERSITYGW): hack/tools/versitygw/go.mod hack/tools/versitygw/go.sum
+	cd hack/tools/versitygw && CGO_ENABLED=0 go build -trimpath -o $@ github.com/versity/versitygw/cmd/versitygw
 $(GOLANGCI_LINT): hack/tools/lint/go.mod hack/tools/lint/go.sum
 	cd hack/tools/lint && go build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 # Kubernetes binaries report the version they were built from (clusterctl refuses an API

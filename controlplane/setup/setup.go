@@ -37,6 +37,7 @@ import (
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	"github.com/talon-capi/talon/controlplane/pkg/talosclient"
 	"github.com/talon-capi/talon/controlplane/reconcilers/taloscontrolplane"
+	"github.com/talon-capi/talon/controlplane/reconcilers/talosetcdbackup"
 	"github.com/talon-capi/talon/controlplane/webhooks"
 	"github.com/talon-capi/talon/internal/manager"
 )
@@ -71,7 +72,7 @@ var extensionPort int
 // update hooks unless told otherwise; the shipped ExtensionConfig names it.
 const DefaultExtensionPort = 9444
 
-// Reconcilers registers the TalosControlPlane reconciler with mgr.
+// Reconcilers registers the TalosControlPlane and TalosEtcdBackup reconcilers with mgr.
 func Reconcilers(ctx context.Context, mgr ctrl.Manager, opts *manager.Options) error {
 	cache, err := manager.NewClusterCache(ctx, mgr, "talon-control-plane-manager", opts)
 	if err != nil {
@@ -82,6 +83,10 @@ func Reconcilers(ctx context.Context, mgr ctrl.Manager, opts *manager.Options) e
 		Events: mgr.GetEventRecorder("talon-control-plane-manager"),
 	}
 	if err := r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.Concurrency}); err != nil {
+		return err
+	}
+	backups := &talosetcdbackup.Reconciler{Client: mgr.GetClient(), TalosClients: talosclient.NewFactory(), Events: mgr.GetEventRecorder("talon-control-plane-manager")}
+	if err := backups.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.Concurrency}); err != nil {
 		return err
 	}
 	if extensionPort == 0 {

@@ -114,6 +114,11 @@ func (w *TalosControlPlane) ValidateUpdate(_ context.Context, oldTCP, newTCP *co
 	} else if err := configgen.CheckTalosUpgrade(oldTCP.Spec.ControlPlaneConfig.TalosVersion, newTCP.Spec.ControlPlaneConfig.TalosVersion); err != nil {
 		errs = append(errs, field.Forbidden(spec.Child("controlPlaneConfig", "talosVersion"), err.Error()))
 	}
+	if !equality.Semantic.DeepEqual(oldTCP.Spec.RestoreFrom, newTCP.Spec.RestoreFrom) && bootstrapped(oldTCP) {
+		errs = append(errs, field.Forbidden(spec.Child("restoreFrom"),
+			"etcd was already bootstrapped and is never bootstrapped again: to restore a backup, create a new control plane with restoreFrom, "+
+				"or follow docs/backup.md for a cluster that lost quorum"))
+	}
 	oldRef, newRef := oldTCP.Spec.MachineTemplate.Spec.InfrastructureRef, newTCP.Spec.MachineTemplate.Spec.InfrastructureRef
 	if oldRef.APIGroup != newRef.APIGroup || oldRef.Kind != newRef.Kind {
 		errs = append(errs, field.Forbidden(spec.Child("machineTemplate", "spec", "infrastructureRef"),
@@ -146,6 +151,14 @@ func validate(tcp *controlplanev1.TalosControlPlane) field.ErrorList {
 	}
 	errs = append(errs, validateMachineNaming(tcp.Spec.MachineNaming, tcp.Labels[clusterv1.ClusterNameLabel], tcp.Name, spec.Child("machineNaming", "template"))...)
 	return append(errs, validateConfig(tcp.Spec.ControlPlaneConfig, spec.Child("controlPlaneConfig"))...)
+}
+
+// bootstrapped says whether etcd was bootstrapped (and served) for tcp, after which
+// spec.restoreFrom no longer matters. A bootstrap that was only recorded may still change
+// what it restores: the node refused the last backup.
+func bootstrapped(tcp *controlplanev1.TalosControlPlane) bool {
+	initialized := tcp.Status.Initialization.ControlPlaneInitialized
+	return tcp.Annotations[controlplanev1.EtcdClusterAnnotation] != "" || (initialized != nil && *initialized)
 }
 
 // validateMachineNaming renders the naming template as the control plane will, with the

@@ -59,6 +59,24 @@ type TalosControlPlaneSpec struct {
 	// infrastructure machines) are named.
 	// +optional
 	MachineNaming TalosControlPlaneMachineNamingSpec `json:"machineNaming,omitempty,omitzero"`
+
+	// restoreFrom makes a new control plane bootstrap etcd from a backup instead of empty:
+	// the first node receives the snapshot (checked against the SHA-256 the backup recorded)
+	// through Talos' EtcdRecover and bootstraps with recovery. It matters only until etcd is
+	// bootstrapped, and cannot be set on a control plane that already was.
+	// +optional
+	RestoreFrom *EtcdRestoreSource `json:"restoreFrom,omitempty"`
+}
+
+// EtcdRestoreSource names the backup a control plane's etcd starts from.
+type EtcdRestoreSource struct {
+	// backupName is a TalosEtcdBackup in this namespace that succeeded: its storage, object
+	// key, encryption and checksum are used. It may be of another cluster (or of this
+	// cluster's previous life).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	BackupName string `json:"backupName,omitempty"`
 }
 
 // TalosControlPlaneMachineNamingSpec says how control-plane Machines are named.

@@ -118,7 +118,7 @@ func (r *Reconciler) bootstrapRecordedMachine(ctx context.Context, s *scope) (ct
 		first := slices.MinFunc(active, func(a, b *clusterv1.Machine) int {
 			return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
 		})
-		if machineAddress(first) == "" {
+		if controlplane.MachineAddress(first) == "" {
 			s.waiting = fmt.Sprintf("Waiting for Machine %s to get an address", first.Name)
 			return ctrl.Result{}, nil
 		}
@@ -134,7 +134,7 @@ func (r *Reconciler) bootstrapRecordedMachine(ctx context.Context, s *scope) (ct
 		s.waiting = fmt.Sprintf("Machine %s, chosen to bootstrap etcd, is being deleted; another is chosen once it is gone", m.Name)
 		return ctrl.Result{RequeueAfter: converging}, nil
 	}
-	address := machineAddress(m)
+	address := controlplane.MachineAddress(m)
 	if address == "" {
 		s.waiting = fmt.Sprintf("Waiting for Machine %s, chosen to bootstrap etcd, to get an address", m.Name)
 		return ctrl.Result{}, nil
@@ -144,12 +144,22 @@ func (r *Reconciler) bootstrapRecordedMachine(ctx context.Context, s *scope) (ct
 		return ctrl.Result{}, err
 	}
 	defer func() { _ = c.Close() }()
-	switch err := c.Bootstrap(ctx); {
+	bootstrap, from := c.Bootstrap, ""
+	if s.tcp.Spec.RestoreFrom != nil {
+		bootstrap = func(ctx context.Context) error { return r.bootstrapFromBackup(ctx, s, c) }
+		from = " from TalosEtcdBackup " + s.tcp.Spec.RestoreFrom.BackupName
+	}
+	var refused *restoreRefusal
+	switch err := bootstrap(ctx); {
 	case err == nil:
-		log.Info("Bootstrapped etcd", "Machine", m.Name, "address", address)
-		r.event(s.tcp, corev1.EventTypeNormal, "Bootstrapped", "Bootstrap", "Bootstrapped etcd on Machine %s", m.Name)
+		log.Info("Bootstrapped etcd"+from, "Machine", m.Name, "address", address)
+		r.event(s.tcp, corev1.EventTypeNormal, "Bootstrapped", "Bootstrap", "Bootstrapped etcd%s on Machine %s", from, m.Name)
 	case errors.Is(err, talosclient.ErrAlreadyBootstrapped):
 		log.Info("etcd was already bootstrapped", "Machine", m.Name)
+	case errors.As(err, &refused):
+		s.waiting = fmt.Sprintf("Restoring etcd on Machine %s is refused: %s. Retrying in %s", m.Name, refused.message, refusedRetry)
+		r.event(s.tcp, corev1.EventTypeWarning, "RestoreRefused", "Bootstrap", "%s", refused.message)
+		return ctrl.Result{RequeueAfter: refusedRetry}, nil
 	default:
 		s.waiting = fmt.Sprintf("Bootstrapping etcd on Machine %s (recorded in annotation %s) waits, retrying: %v. Only this Machine is ever bootstrapped; "+
 			"if it will never come up, delete it and another is chosen once no node runs etcd",
@@ -355,7 +365,7 @@ func (r *Reconciler) checkRemoval(ctx context.Context, s *scope, m *clusterv1.Ma
 		// Leadership moves first, and the move is seen before the member goes: the next
 		// reconcile reads the leader again from the nodes.
 		s.blocked = fmt.Sprintf("Removing Machine %s waits for etcd leadership to move away from its member", m.Name)
-		c, err := r.TalosClients.New(ctx, s.bundle, machineAddress(m))
+		c, err := r.TalosClients.New(ctx, s.bundle, controlplane.MachineAddress(m))
 		if err == nil {
 			err = c.EtcdForfeitLeadership(ctx)
 			_ = c.Close()
@@ -398,7 +408,7 @@ func (r *Reconciler) throughPeer(ctx context.Context, s *scope, exclude uint64, 
 		if id == 0 || id == exclude || !s.etcd.healthy[id] {
 			continue
 		}
-		c, err := r.TalosClients.New(ctx, s.bundle, machineAddress(m))
+		c, err := r.TalosClients.New(ctx, s.bundle, controlplane.MachineAddress(m))
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -277,9 +277,9 @@ func (r *Reconciler) versionRefusals(ctx context.Context, bundle *secrets.Bundle
 		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: *m.Spec.Bootstrap.DataSecretName}, secret); err != nil {
 			return fmt.Sprintf("In-place update waits: failed to read the data Secret of Machine %s: %v", m.Name, err)
 		}
-		node, err := r.TalosClients.New(ctx, bundle, machineAddress(m))
+		node, err := r.TalosClients.New(ctx, bundle, controlplane.MachineAddress(m))
 		if err != nil {
-			return fmt.Sprintf("In-place update waits: no connection to Machine %s (node %s): %v", m.Name, machineAddress(m), err)
+			return fmt.Sprintf("In-place update waits: no connection to Machine %s (node %s): %v", m.Name, controlplane.MachineAddress(m), err)
 		}
 		why := versionRefusal(ctx, node, m, secret, spec, version)
 		_ = node.Close()
@@ -306,10 +306,10 @@ func versionRefusal(ctx context.Context, node talosclient.Client, m *clusterv1.M
 	}
 	running, err := node.Version(ctx)
 	if err != nil {
-		return fmt.Sprintf("In-place update waits: Machine %s (node %s) does not answer its Talos version: %v", m.Name, machineAddress(m), err)
+		return fmt.Sprintf("In-place update waits: Machine %s (node %s) does not answer its Talos version: %v", m.Name, controlplane.MachineAddress(m), err)
 	}
 	if err := configgen.CheckNodeUpdate(running, installs, version); err != nil {
-		return fmt.Sprintf("In-place update refused before it starts: Machine %s (node %s) runs Talos %s: %v", m.Name, machineAddress(m), running, err)
+		return fmt.Sprintf("In-place update refused before it starts: Machine %s (node %s) runs Talos %s: %v", m.Name, controlplane.MachineAddress(m), running, err)
 	}
 	return ""
 }
@@ -381,7 +381,7 @@ func (r *Reconciler) configAndData(ctx context.Context, s *scope, m *clusterv1.M
 
 // stopped stops the rollout at m's step with a message naming the node and the step.
 func stopped(s *scope, m *clusterv1.Machine, step string, err error) {
-	s.blocked = fmt.Sprintf("In-place update stopped at Machine %s (node %s), step %s: %v", m.Name, machineAddress(m), step, err)
+	s.blocked = fmt.Sprintf("In-place update stopped at Machine %s (node %s), step %s: %v", m.Name, controlplane.MachineAddress(m), step, err)
 }
 
 // updateStep takes m's node to the next step of its update.
@@ -409,7 +409,7 @@ func (r *Reconciler) updateStep(ctx context.Context, s *scope, m *clusterv1.Mach
 	if err := r.ensureConfigSpec(ctx, s, config, rec); err != nil {
 		return ctrl.Result{}, err
 	}
-	address := machineAddress(m)
+	address := controlplane.MachineAddress(m)
 	node, err := r.TalosClients.New(ctx, s.bundle, address)
 	if err != nil {
 		stopped(s, m, rec.Step, err)

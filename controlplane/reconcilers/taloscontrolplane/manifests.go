@@ -34,6 +34,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
+	"github.com/talon-capi/talon/controlplane/pkg/controlplane"
 )
 
 // manifestsFieldManager is the field manager of the bootstrap manifests, Talos' own.
@@ -62,7 +63,7 @@ func (r *Reconciler) reconcileManifests(ctx context.Context, s *scope) error {
 	}
 	var errs []error
 	for _, m := range s.active() {
-		node, err := r.TalosClients.New(ctx, s.bundle, machineAddress(m))
+		node, err := r.TalosClients.New(ctx, s.bundle, controlplane.MachineAddress(m))
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -235,6 +235,8 @@ func workloadClient(tb testing.TB, env *envtest.Environment, tcp *controlplanev1
 	g.Expect(err).NotTo(HaveOccurred())
 	config, err := clientcmd.RESTConfigFromKubeConfig(data)
 	g.Expect(err).NotTo(HaveOccurred())
+	// Not client-go's default 5 requests a second: tests write thousands of objects.
+	config.QPS, config.Burst = 500, 1000
 	kube, err := kubernetes.NewForConfig(config)
 	g.Expect(err).NotTo(HaveOccurred())
 	return kube

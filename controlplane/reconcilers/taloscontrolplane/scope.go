@@ -160,7 +160,7 @@ func (r *Reconciler) askNodes(ctx context.Context, s *scope) map[string]*nodeRep
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, m := range s.machines {
-		address := machineAddress(m)
+		address := controlplane.MachineAddress(m)
 		if address == "" {
 			continue
 		}
@@ -490,19 +490,6 @@ func selectorLabels(cluster *clusterv1.Cluster, tcp *controlplanev1.TalosControl
 		clusterv1.ClusterNameLabel:             cluster.Name,
 		clusterv1.MachineControlPlaneNameLabel: tcp.Name,
 	}
-}
-
-// machineAddress is the address of a Machine's Talos API: its first internal address, or
-// any other.
-func machineAddress(m *clusterv1.Machine) string {
-	for _, t := range []clusterv1.MachineAddressType{clusterv1.MachineInternalIP, clusterv1.MachineExternalIP, clusterv1.MachineInternalDNS, clusterv1.MachineExternalDNS} {
-		for _, a := range m.Status.Addresses {
-			if a.Type == t && a.Address != "" {
-				return a.Address
-			}
-		}
-	}
-	return ""
 }
 
 // nodeName is the name of a Machine's Node (its hostname): from the Node reference once

@@ -143,10 +143,18 @@ func (s *simInfra) newInfraMachine() *unstructured.Unstructured {
 // logEtcdOnFailure prints the end of n's etcd log when the test failed: what a member did
 // is what explains a control plane that did not converge.
 func logEtcdOnFailure(tb testing.TB, n *sim.Node) {
+	tb.Helper()
 	if !tb.Failed() {
 		return
 	}
-	tb.Logf("etcd log of %s, last lines:\n%s", n.Address(), strings.Join(n.LogTail("etcd", 25), "\n"))
+	var lines []string
+	for _, line := range n.LogTail("etcd", 1000) {
+		// Skip etcd's per-request statistics and traces: they drown what happened.
+		if !strings.Contains(line, `"msg":"request stats"`) && !strings.Contains(line, `"msg":"trace[`) {
+			lines = append(lines, line)
+		}
+	}
+	tb.Logf("etcd log of %s, last lines:\n%s", n.Address(), strings.Join(lines[max(0, len(lines)-25):], "\n"))
 }
 
 // endpoint is the cluster endpoint: the load balancer.

@@ -288,7 +288,7 @@ func (r *Reconciler) workerStep(ctx context.Context, u *workerUpdate, version st
 	// API shows it in the Machine's Updating condition, which it does not for a Failure).
 	stop := func(err error) (string, int32, error) {
 		log.Info("In-place update of a worker stopped", "step", rec.Step, "reason", err.Error())
-		return fmt.Sprintf("In-place update stopped at Machine %s (node %s), step %s: %v", m.Name, machineAddress(m), rec.Step, err), workerRetryStopped, nil
+		return fmt.Sprintf("In-place update stopped at Machine %s (node %s), step %s: %v", m.Name, controlplane.MachineAddress(m), rec.Step, err), workerRetryStopped, nil
 	}
 	if err := r.markForRender(ctx, u.config, rec.Version); err != nil {
 		return "", 0, err
@@ -297,7 +297,7 @@ func (r *Reconciler) workerStep(ctx context.Context, u *workerUpdate, version st
 	if err != nil {
 		return "", 0, fmt.Errorf("failed to read the secrets bundle of Cluster %s: %w", u.cluster.Name, err)
 	}
-	node, err := r.TalosClients.New(ctx, bundle, machineAddress(m))
+	node, err := r.TalosClients.New(ctx, bundle, controlplane.MachineAddress(m))
 	if err != nil {
 		return stop(err)
 	}
@@ -354,7 +354,7 @@ func (r *Reconciler) workerStep(ctx context.Context, u *workerUpdate, version st
 			// The node boots the new Talos version before it gets the new config: an older
 			// Talos may refuse the new config.
 			done, err := r.workerInstalls.poll(ctx, m.UID, rec.Upgrade, func(ctx context.Context) error {
-				c, err := r.TalosClients.New(ctx, bundle, machineAddress(m))
+				c, err := r.TalosClients.New(ctx, bundle, controlplane.MachineAddress(m))
 				if err != nil {
 					return err
 				}
@@ -464,7 +464,7 @@ func (r *Reconciler) markForRender(ctx context.Context, config *bootstrapv1.Talo
 func (r *Reconciler) workerReboot(ctx context.Context, m *clusterv1.Machine, node talosclient.Client, rec inPlaceRecord, done func(*inPlaceRecord)) (string, int32, error) {
 	bootID, err := node.BootID(ctx)
 	if err != nil {
-		return fmt.Sprintf("In-place update stopped at Machine %s (node %s), step %s: %v", m.Name, machineAddress(m), rec.Step, err), workerRetryStopped, nil
+		return fmt.Sprintf("In-place update stopped at Machine %s (node %s), step %s: %v", m.Name, controlplane.MachineAddress(m), rec.Step, err), workerRetryStopped, nil
 	}
 	done(&rec)
 	rec.BootID, rec.Step = bootID, stepReboot
