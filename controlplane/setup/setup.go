@@ -72,7 +72,8 @@ var extensionPort int
 // update hooks unless told otherwise; the shipped ExtensionConfig names it.
 const DefaultExtensionPort = 9444
 
-// Reconcilers registers the TalosControlPlane and TalosEtcdBackup reconcilers with mgr.
+// Reconcilers registers the TalosControlPlane, TalosEtcdBackup and TalosEtcdBackupSchedule
+// reconcilers with mgr.
 func Reconcilers(ctx context.Context, mgr ctrl.Manager, opts *manager.Options) error {
 	cache, err := manager.NewClusterCache(ctx, mgr, "talon-control-plane-manager", opts)
 	if err != nil {
@@ -87,6 +88,10 @@ func Reconcilers(ctx context.Context, mgr ctrl.Manager, opts *manager.Options) e
 	}
 	backups := &talosetcdbackup.Reconciler{Client: mgr.GetClient(), TalosClients: talosclient.NewFactory(), Events: mgr.GetEventRecorder("talon-control-plane-manager")}
 	if err := backups.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.Concurrency}); err != nil {
+		return err
+	}
+	schedules := &talosetcdbackup.ScheduleReconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder("talon-control-plane-manager")}
+	if err := schedules.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.Concurrency}); err != nil {
 		return err
 	}
 	if extensionPort == 0 {

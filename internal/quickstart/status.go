@@ -22,10 +22,14 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 )
 
 // Health is what talon status prints: the Cluster as the management cluster sees it, the
@@ -50,8 +54,22 @@ type Health struct {
 	Nodes []Node
 	// EtcdMembers are the etcd members by name; nil when they were not listed.
 	EtcdMembers []EtcdMember
+	// LastBackup is the newest TalosEtcdBackup of the cluster that succeeded; nil when none did.
+	LastBackup *Backup
 	// Problems say, one per line, what is not ready and why.
 	Problems []string
+}
+
+// Backup is an etcd backup that succeeded.
+type Backup struct {
+	// Name is the TalosEtcdBackup's name.
+	Name string
+	// Key is the object's key in the bucket.
+	Key string
+	// Size is the object's size in bytes.
+	Size int64
+	// Completed is when it completed.
+	Completed time.Time
 }
 
 // Node is a Node of the workload cluster.
@@ -152,8 +170,28 @@ func Gather(ctx context.Context, mgmt client.Reader, workload client.Reader, etc
 			}
 		}
 	}
+	h.LastBackup = lastBackup(ctx, mgmt, namespace, name)
 	h.Ready = tree.Ready() && healthy
 	return h, nil
+}
+
+// lastBackup is the newest backup of the cluster that succeeded, or nil (also when backups
+// cannot be listed: they are not what makes a cluster ready).
+func lastBackup(ctx context.Context, mgmt client.Reader, namespace, cluster string) *Backup {
+	backups := &controlplanev1.TalosEtcdBackupList{}
+	if err := mgmt.List(ctx, backups, client.InNamespace(namespace)); err != nil {
+		return nil
+	}
+	var last *Backup
+	for _, b := range backups.Items {
+		if b.Spec.ClusterName != cluster || b.Status.Phase != controlplanev1.EtcdBackupSucceeded || b.Status.CompletionTime == nil {
+			continue
+		}
+		if last == nil || b.Status.CompletionTime.After(last.Completed) {
+			last = &Backup{Name: b.Name, Key: b.Status.Key, Size: ptr.Deref(b.Status.Size, 0), Completed: b.Status.CompletionTime.Time}
+		}
+	}
+	return last
 }
 
 // newNode reads a Node, and says what is wrong with it when it is not Ready.
@@ -220,6 +258,12 @@ func (h *Health) String() string {
 	}
 	if len(versions) > 0 {
 		b.WriteString(strings.Join(versions, "  ") + "\n")
+	}
+	if h.LastBackup != nil {
+		fmt.Fprintf(&b, "Last etcd backup %s at %s, %d bytes in %s\n",
+			h.LastBackup.Name, h.LastBackup.Completed.UTC().Format(time.RFC3339), h.LastBackup.Size, h.LastBackup.Key)
+	} else {
+		b.WriteString("No etcd backup (docs/backup.md)\n")
 	}
 
 	writeTable(&b, []string{"MACHINE", "ROLE", "PHASE", "READY", "NODE", "ADDRESS", "VERSION"}, len(h.Machines), func(i int) []string {

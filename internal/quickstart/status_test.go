@@ -27,11 +27,13 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
+	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	"github.com/talon-capi/talon/bootstrap/pkg/clustersecrets"
 	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
 	"github.com/talon-capi/talon/sim"
@@ -59,7 +61,19 @@ func workloadNode(name, ip string, ready corev1.ConditionStatus) *corev1.Node {
 
 func TestGather(t *testing.T) {
 	g := NewWithT(t)
-	mgmt := fake.NewClientBuilder().WithScheme(fixtureScheme).WithObjects(readyCluster()...).Build()
+	backup := func(name, cluster string, phase controlplanev1.EtcdBackupPhase, completed time.Time) *controlplanev1.TalosEtcdBackup {
+		return &controlplanev1.TalosEtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: controlplanev1.TalosEtcdBackupSpec{ClusterName: cluster},
+			Status: controlplanev1.TalosEtcdBackupStatus{Phase: phase, CompletionTime: &metav1.Time{Time: completed}, Size: ptr.To[int64](3817504),
+				Key: "talon/default/" + cluster + "/20261126T210000Z-" + name + ".db"}}
+	}
+	at := time.Date(2026, 11, 26, 21, 0, 3, 0, time.UTC)
+	mgmt := fake.NewClientBuilder().WithScheme(fixtureScheme).WithObjects(readyCluster()...).WithObjects(
+		backup("demo-hourly-1795723200", "demo", controlplanev1.EtcdBackupSucceeded, at.Add(-time.Hour)),
+		backup("demo-hourly-1795726800", "demo", controlplanev1.EtcdBackupSucceeded, at),
+		backup("demo-hourly-1795730400", "demo", controlplanev1.EtcdBackupFailed, at.Add(time.Hour)),
+		backup("other-hourly-1795730400", "other", controlplanev1.EtcdBackupSucceeded, at.Add(time.Hour)),
+	).Build()
 	workload := fake.NewClientBuilder().WithScheme(fixtureScheme).WithObjects(
 		workloadNode("demo-md-0-bbbb6", "172.18.0.6", corev1.ConditionFalse),
 		workloadNode("demo-control-plane-abcd4", "172.18.0.4", corev1.ConditionTrue),
@@ -76,6 +90,7 @@ func TestGather(t *testing.T) {
 	g.Expect(strings.Split(h.String(), "\n")).To(Equal([]string{
 		"Cluster default/demo  Ready  endpoint 172.18.0.2:6443",
 		"Kubernetes v1.36.3  kubelets v1.36.3  Talos v1.13.3",
+		"Last etcd backup demo-hourly-1795726800 at 2026-11-26T21:00:03Z, 3817504 bytes in talon/default/demo/20261126T210000Z-demo-hourly-1795726800.db",
 		"",
 		"MACHINE                   ROLE           PHASE    READY  NODE                      ADDRESS     VERSION",
 		"demo-control-plane-abcd4  control-plane  Running  yes    demo-control-plane-abcd4  172.18.0.4  v1.36.3",
@@ -142,6 +157,7 @@ func TestGatherReports(t *testing.T) {
 			g.Expect(h.Problems).To(Equal(tt.problems))
 			g.Expect(h.Ready).To(Equal(tt.problems == nil))
 			g.Expect(h.String()).To(ContainSubstring("MACHINE"))
+			g.Expect(h.String()).To(ContainSubstring("No etcd backup (docs/backup.md)\n"))
 			g.Expect(strings.Contains(h.String(), "\nNODE ")).To(Equal(tt.workload == allReady))
 		})
 	}

@@ -98,9 +98,10 @@ type S3Storage struct {
 
 // EtcdBackupEncryption says how snapshots are encrypted.
 type EtcdBackupEncryption struct {
-	// keySecretName is a Secret in this namespace whose key "passphrase" is the passphrase
-	// the snapshot is encrypted with (age's scrypt recipient: ChaCha20-Poly1305 in 64 KiB
-	// chunks). Keep a copy outside the management cluster: without it no backup restores.
+	// keySecretName is a Secret in this namespace holding the key snapshots are encrypted
+	// with (age: ChaCha20-Poly1305 in 64 KiB chunks): "identity", an age X25519 identity
+	// (AGE-SECRET-KEY-1..., from age-keygen), or else "passphrase". Keep a copy outside the
+	// management cluster: without it no backup restores.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253

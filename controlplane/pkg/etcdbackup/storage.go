@@ -37,20 +37,25 @@ const (
 )
 
 // OpenStorage opens the bucket of a backup's storage, in namespace, with the credentials of
-// its Secret, and reads its encryption passphrase ("" without encryption). A missing Secret
-// or key is an *Error with SecretNotFoundReason (not permanent: someone may create it).
-func OpenStorage(ctx context.Context, c client.Reader, namespace string, storage controlplanev1.EtcdBackupStorage) (*Store, string, error) {
+// its Secret, and reads its encryption key (zero without encryption): the key Secret's
+// "identity" (an age X25519 identity) or else its "passphrase". A missing Secret or key is
+// an *Error with SecretNotFoundReason (not permanent: someone may create it).
+func OpenStorage(ctx context.Context, c client.Reader, namespace string, storage controlplanev1.EtcdBackupStorage) (*Store, Key, error) {
 	creds, err := secretKeys(ctx, c, namespace, storage.S3.CredentialsSecretName, "accessKeyID", "secretAccessKey")
 	if err != nil {
-		return nil, "", err
+		return nil, Key{}, err
 	}
-	passphrase := ""
+	var enc Key
 	if storage.Encryption != nil {
-		key, err := secretKeys(ctx, c, namespace, storage.Encryption.KeySecretName, "passphrase")
+		values, err := secretKeys(ctx, c, namespace, storage.Encryption.KeySecretName)
 		if err != nil {
-			return nil, "", err
+			return nil, Key{}, err
 		}
-		passphrase = key["passphrase"]
+		enc = Key{Identity: values["identity"], Passphrase: values["passphrase"]}
+		if enc.IsZero() {
+			return nil, Key{}, &Error{Reason: SecretNotFoundReason, Message: fmt.Sprintf(
+				"Secret %s/%s has neither an \"identity\" (an age X25519 identity, from age-keygen) nor a \"passphrase\"", namespace, storage.Encryption.KeySecretName)}
+		}
 	}
 	store, err := Open(Location{
 		Endpoint: storage.S3.Endpoint, Bucket: storage.S3.Bucket, Region: storage.S3.Region,
@@ -58,9 +63,9 @@ func OpenStorage(ctx context.Context, c client.Reader, namespace string, storage
 		CABundle: storage.S3.CABundle, InsecureSkipTLSVerify: storage.S3.InsecureSkipTLSVerify,
 	})
 	if err != nil {
-		return nil, "", &Error{Reason: InvalidStorageReason, Permanent: true, Err: err, Message: err.Error()}
+		return nil, Key{}, &Error{Reason: InvalidStorageReason, Permanent: true, Err: err, Message: err.Error()}
 	}
-	return store, passphrase, nil
+	return store, enc, nil
 }
 
 // secretKeys reads a Secret's keys; each of required must be there.

@@ -104,19 +104,65 @@ type Written struct {
 	SHA256 string
 }
 
-// Put streams snapshot to key, encrypted with passphrase unless it is empty. The object
-// appears only when the whole snapshot is in the store: a failed upload is aborted.
-func (s *Store) Put(ctx context.Context, key string, snapshot io.Reader, passphrase string) (Written, error) {
+// Key encrypts and decrypts snapshots with age: an X25519 identity (AGE-SECRET-KEY-1...,
+// made by age-keygen), or a passphrase. The zero Key leaves snapshots in clear.
+type Key struct {
+	Identity   string
+	Passphrase string
+}
+
+// IsZero says the key encrypts nothing.
+func (k Key) IsZero() bool { return k.Identity == "" && k.Passphrase == "" }
+
+// scryptWorkFactor is the scrypt cost of a passphrase: 2^15 needs 32 MiB for a moment, where
+// age's default (2^18) needs 256 MiB of the manager for each backup and restore. A
+// passphrase should be long and random (docs/backup.md); an identity costs nothing.
+const scryptWorkFactor = 15
+
+func (k Key) recipient() (age.Recipient, error) {
+	if k.Identity != "" {
+		identity, err := age.ParseX25519Identity(strings.TrimSpace(k.Identity))
+		if err != nil {
+			return nil, fmt.Errorf("the key Secret's identity is not an age X25519 identity (AGE-SECRET-KEY-1...): %w", err)
+		}
+		return identity.Recipient(), nil
+	}
+	recipient, err := age.NewScryptRecipient(k.Passphrase)
+	if err != nil {
+		return nil, err
+	}
+	recipient.SetWorkFactor(scryptWorkFactor)
+	return recipient, nil
+}
+
+func (k Key) identity() (age.Identity, error) {
+	if k.Identity != "" {
+		identity, err := age.ParseX25519Identity(strings.TrimSpace(k.Identity))
+		if err != nil {
+			return nil, fmt.Errorf("the key Secret's identity is not an age X25519 identity (AGE-SECRET-KEY-1...): %w", err)
+		}
+		return identity, nil
+	}
+	return age.NewScryptIdentity(k.Passphrase)
+}
+
+// Put streams snapshot to key, encrypted with enc unless it is zero. The object appears
+// only when the whole snapshot is in the store: a failed upload is aborted.
+func (s *Store) Put(ctx context.Context, key string, snapshot io.Reader, enc Key) (Written, error) {
 	sum := sha256.New()
 	body := io.TeeReader(snapshot, sum)
-	if passphrase != "" {
-		body = encrypting(body, passphrase)
+	if !enc.IsZero() {
+		recipient, err := enc.recipient()
+		if err != nil {
+			return Written{}, err
+		}
+		body = encrypting(body, recipient)
 	}
 	info, err := s.c.PutObject(ctx, s.bucket, key, body, -1, minio.PutObjectOptions{
 		ContentType:  "application/octet-stream",
 		PartSize:     PartSize,
 		NumThreads:   1,
-		UserMetadata: map[string]string{"talon-encrypted": fmt.Sprint(passphrase != "")},
+		UserMetadata: map[string]string{"talon-encrypted": fmt.Sprint(!enc.IsZero())},
 	})
 	if err != nil {
 		return Written{}, s.explain(err, key)
@@ -124,15 +170,10 @@ func (s *Store) Put(ctx context.Context, key string, snapshot io.Reader, passphr
 	return Written{Size: info.Size, SHA256: hex.EncodeToString(sum.Sum(nil))}, nil
 }
 
-// encrypting is r encrypted with age for passphrase, produced as it is read.
-func encrypting(r io.Reader, passphrase string) io.Reader {
+// encrypting is r encrypted with age for recipient, produced as it is read.
+func encrypting(r io.Reader, recipient age.Recipient) io.Reader {
 	pr, pw := io.Pipe()
 	go func() {
-		recipient, err := age.NewScryptRecipient(passphrase)
-		if err != nil {
-			pw.CloseWithError(err)
-			return
-		}
 		w, err := age.Encrypt(pw, recipient)
 		if err == nil {
 			_, err = io.Copy(w, r)
@@ -151,10 +192,10 @@ var ErrChecksum = errors.New("snapshot checksum mismatch")
 // ErrDecrypt is an encrypted object that the passphrase does not open.
 var ErrDecrypt = errors.New("the object cannot be decrypted with this key")
 
-// Get streams the snapshot at key, decrypted with passphrase unless it is empty. Its last
-// Read fails with ErrChecksum when the snapshot's SHA-256 is not wantSHA256 (when given):
-// a caller must not act on what it read before that Read returned io.EOF.
-func (s *Store) Get(ctx context.Context, key, passphrase, wantSHA256 string) (io.ReadCloser, error) {
+// Get streams the snapshot at key, decrypted with enc unless it is zero. Its last Read
+// fails with ErrChecksum when the snapshot's SHA-256 is not wantSHA256 (when given): a
+// caller must not act on what it read before that Read returned io.EOF.
+func (s *Store) Get(ctx context.Context, key string, enc Key, wantSHA256 string) (io.ReadCloser, error) {
 	obj, err := s.c.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
 	if err != nil {
 		return nil, s.explain(err, key)
@@ -165,8 +206,8 @@ func (s *Store) Get(ctx context.Context, key, passphrase, wantSHA256 string) (io
 		return nil, s.explain(err, key)
 	}
 	var r io.Reader = obj
-	if passphrase != "" {
-		identity, err := age.NewScryptIdentity(passphrase)
+	if !enc.IsZero() {
+		identity, err := enc.identity()
 		if err != nil {
 			_ = obj.Close()
 			return nil, err

@@ -28,6 +28,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"filippo.io/age"
 	"github.com/minio/minio-go/v7"
 	. "github.com/onsi/gomega"
 
@@ -55,9 +56,9 @@ func snapshot(tb testing.TB) []byte {
 	return data
 }
 
-// TestPutAndGetRoundTrip writes a three-part snapshot in clear and encrypted, and reads both
-// back whole; the encrypted object in the bucket is not the snapshot, and no other key
-// opens it.
+// TestPutAndGetRoundTrip writes a three-part snapshot in clear, encrypted for an age
+// identity and with a passphrase, and reads each back whole; an encrypted object in the
+// bucket is not the snapshot, and no other key opens it.
 func TestPutAndGetRoundTrip(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -65,36 +66,48 @@ func TestPutAndGetRoundTrip(t *testing.T) {
 	store := open(t, srv, "backups", s3server.SecretAccessKey)
 	data := snapshot(t)
 	sum := sha256.Sum256(data)
+	identity, err := age.GenerateX25519Identity()
+	g.Expect(err).NotTo(HaveOccurred())
+	other, err := age.GenerateX25519Identity()
+	g.Expect(err).NotTo(HaveOccurred())
 
-	for _, passphrase := range []string{"", "correct horse battery staple"} {
-		key := "c/plain.db"
-		if passphrase != "" {
-			key = "c/encrypted.db.age"
-		}
-		written, err := store.Put(ctx, key, bytes.NewReader(data), passphrase)
+	for _, tc := range []struct {
+		key, wrong etcdbackup.Key
+		object     string
+	}{
+		{object: "c/plain.db"},
+		{object: "c/identity.db.age", key: etcdbackup.Key{Identity: identity.String()}, wrong: etcdbackup.Key{Identity: other.String()}},
+		{object: "c/passphrase.db.age", key: etcdbackup.Key{Passphrase: "correct horse battery staple"}, wrong: etcdbackup.Key{Passphrase: "wrong"}},
+	} {
+		written, err := store.Put(ctx, tc.object, bytes.NewReader(data), tc.key)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(written.SHA256).To(Equal(hex.EncodeToString(sum[:])))
 
-		stored, err := os.ReadFile(filepath.Join(srv.Dir, "backups", key))
+		stored, err := os.ReadFile(filepath.Join(srv.Dir, "backups", tc.object))
 		g.Expect(err).NotTo(HaveOccurred(), "the object is a file of the POSIX backend")
 		g.Expect(int64(len(stored))).To(Equal(written.Size))
-		if passphrase == "" {
+		if tc.key.IsZero() {
 			g.Expect(bytes.Equal(stored, data)).To(BeTrue(), "the object is the snapshot")
-		} else {
-			g.Expect(bytes.Contains(stored, data[:4096])).To(BeFalse(), "the encrypted object does not hold the snapshot in clear")
-			g.Expect(string(stored[:21])).To(Equal("age-encryption.org/v1"))
+			continue
 		}
+		g.Expect(bytes.Contains(stored, data[:4096])).To(BeFalse(), "the encrypted object does not hold the snapshot in clear")
+		g.Expect(string(stored[:21])).To(Equal("age-encryption.org/v1"))
 
-		r, err := store.Get(ctx, key, passphrase, written.SHA256)
+		r, err := store.Get(ctx, tc.object, tc.key, written.SHA256)
 		g.Expect(err).NotTo(HaveOccurred())
 		read, err := io.ReadAll(r)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(r.Close()).To(Succeed())
-		g.Expect(bytes.Equal(read, data)).To(BeTrue(), "%s reads back as written", key)
-	}
+		g.Expect(bytes.Equal(read, data)).To(BeTrue(), "%s reads back as written", tc.object)
 
-	_, err := store.Get(ctx, "c/encrypted.db.age", "wrong passphrase", "")
-	g.Expect(errors.Is(err, etcdbackup.ErrDecrypt)).To(BeTrue(), "a wrong key is refused: %v", err)
+		_, err = store.Get(ctx, tc.object, tc.wrong, "")
+		g.Expect(errors.Is(err, etcdbackup.ErrDecrypt)).To(BeTrue(), "%s: a wrong key is refused: %v", tc.object, err)
+	}
+	r, err := store.Get(ctx, "c/plain.db", etcdbackup.Key{}, hex.EncodeToString(sum[:]))
+	g.Expect(err).NotTo(HaveOccurred())
+	read, err := io.ReadAll(r)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(bytes.Equal(read, data)).To(BeTrue(), "the clear object reads back as written")
 }
 
 // TestGetRefusesWhatWasNotWritten: an object cut short, or changed, fails its last read
@@ -105,18 +118,18 @@ func TestGetRefusesWhatWasNotWritten(t *testing.T) {
 	srv := s3server.Start(t, host, "backups")
 	store := open(t, srv, "backups", s3server.SecretAccessKey)
 	data := snapshot(t)
-	written, err := store.Put(ctx, "c/snap.db", bytes.NewReader(data), "")
+	written, err := store.Put(ctx, "c/snap.db", bytes.NewReader(data), etcdbackup.Key{})
 	g.Expect(err).NotTo(HaveOccurred())
 
 	// Someone (or a broken copy) truncated the object in the bucket.
 	_, err = srv.Client.PutObject(ctx, "backups", "c/snap.db", bytes.NewReader(data[:len(data)/2]), int64(len(data)/2), minio.PutObjectOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
-	r, err := store.Get(ctx, "c/snap.db", "", written.SHA256)
+	r, err := store.Get(ctx, "c/snap.db", etcdbackup.Key{}, written.SHA256)
 	g.Expect(err).NotTo(HaveOccurred())
 	_, err = io.ReadAll(r)
 	g.Expect(errors.Is(err, etcdbackup.ErrChecksum)).To(BeTrue(), "a truncated object fails its checksum: %v", err)
 
-	_, err = store.Get(ctx, "c/missing.db", "", "")
+	_, err = store.Get(ctx, "c/missing.db", etcdbackup.Key{}, "")
 	var storeErr *etcdbackup.Error
 	g.Expect(errors.As(err, &storeErr)).To(BeTrue(), "%v", err)
 	g.Expect(storeErr.Reason).To(Equal("ObjectNotFound"))
@@ -145,7 +158,7 @@ func TestStoreErrorsSayWhatToFix(t *testing.T) {
 	}{"unreachable endpoint", "StoreUnreachable", "cannot reach http://127.0.73.9:1", unreachable})
 
 	for _, tc := range cases {
-		_, err := tc.store.Put(ctx, "c/snap.db", bytes.NewReader(snapshot(t)), "")
+		_, err := tc.store.Put(ctx, "c/snap.db", bytes.NewReader(snapshot(t)), etcdbackup.Key{})
 		var storeErr *etcdbackup.Error
 		g.Expect(errors.As(err, &storeErr)).To(BeTrue(), "%s: %v", tc.name, err)
 		g.Expect(storeErr.Reason).To(Equal(tc.reason), tc.name)
@@ -155,7 +168,7 @@ func TestStoreErrorsSayWhatToFix(t *testing.T) {
 	// A node that stops streaming half-way through the second part.
 	data := snapshot(t)
 	broken := io.MultiReader(bytes.NewReader(data[:etcdbackup.PartSize*3/2]), iotest.ErrReader(errors.New("stream reset by the node")))
-	_, err = open(t, srv, "backups", s3server.SecretAccessKey).Put(ctx, "c/snap.db", broken, "")
+	_, err = open(t, srv, "backups", s3server.SecretAccessKey).Put(ctx, "c/snap.db", broken, etcdbackup.Key{})
 	g.Expect(err).To(MatchError(ContainSubstring("stream reset by the node")))
 
 	keys, err := open(t, srv, "backups", s3server.SecretAccessKey).List(ctx, "")

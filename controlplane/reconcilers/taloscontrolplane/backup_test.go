@@ -22,13 +22,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"filippo.io/age"
 	"github.com/minio/minio-go/v7"
 	. "github.com/onsi/gomega"
 	bolt "go.etcd.io/bbolt"
@@ -78,8 +81,10 @@ func TestEtcdBackupAndRestore(t *testing.T) {
 		StringData: map[string]string{"accessKeyID": s3server.AccessKeyID, "secretAccessKey": s3server.SecretAccessKey}})).To(Succeed())
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "wrong", Namespace: ns},
 		StringData: map[string]string{"accessKeyID": s3server.AccessKeyID, "secretAccessKey": "not-the-secret"}})).To(Succeed())
+	identity, err := age.GenerateX25519Identity()
+	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "key", Namespace: ns},
-		StringData: map[string]string{"passphrase": "correct horse battery staple"}})).To(Succeed())
+		StringData: map[string]string{"identity": identity.String()}})).To(Succeed())
 	storage := controlplanev1.EtcdBackupStorage{S3: controlplanev1.S3Storage{Endpoint: srv.Endpoint, Bucket: "backups", Prefix: "talon", CredentialsSecretName: "s3"}}
 
 	t.Log("A backup in clear is a snapshot of etcd with every ConfigMap")
@@ -129,6 +134,45 @@ func TestEtcdBackupAndRestore(t *testing.T) {
 	unreachable := waitBackup(t, env, ns, "unreachable", controlplanev1.EtcdBackupPending, "StoreUnreachable", "cannot reach http://127.0.74.201:9")
 	g.Expect(unreachable.Status.Attempts).To(BeEquivalentTo(1), "an unreachable store is tried again in a while, not at once")
 
+	t.Log("A schedule every 10 seconds that keeps 3 keeps exactly the newest 3 after 5 runs, and deletes only its own objects")
+	scheduled := storage
+	scheduled.S3.Prefix = "scheduled"
+	schedule := &controlplanev1.TalosEtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "often", Namespace: ns},
+		Spec: controlplanev1.TalosEtcdBackupScheduleSpec{ClusterName: "backup", Schedule: "@every 10s", Storage: scheduled,
+			Retention: controlplanev1.EtcdBackupRetention{Count: ptr.To[int32](3)}}}
+	g.Expect(env.Client.Create(ctx, schedule)).To(Succeed())
+	runs := map[string]bool{}
+	g.Eventually(func(g Gomega) {
+		for _, b := range scheduleBackups(t, env, ns, "often") {
+			if b.Status.Phase == controlplanev1.EtcdBackupSucceeded {
+				runs[b.Name] = true
+			}
+		}
+		g.Expect(runs).To(HaveLen(5))
+	}, 2*time.Minute, 250*time.Millisecond).Should(Succeed())
+	patchObject(t, env, schedule, func() { schedule.Spec.Suspend = true })
+	g.Eventually(func(g Gomega) {
+		backups := scheduleBackups(t, env, ns, "often")
+		names, keys := make([]string, 0, len(backups)), make([]string, 0, len(backups))
+		for _, b := range backups {
+			g.Expect(b.Status.Phase).To(Equal(controlplanev1.EtcdBackupSucceeded), b.Name)
+			runs[b.Name] = true
+			names, keys = append(names, b.Name), append(keys, b.Status.Key)
+		}
+		newest := slices.Sorted(maps.Keys(runs))
+		g.Expect(names).To(ConsistOf(newest[len(newest)-3:]), "the newest 3 of the runs %v are kept", newest)
+		var stored []string
+		for o := range srv.Client.ListObjects(ctx, "backups", minio.ListObjectsOptions{Prefix: "scheduled/", Recursive: true}) {
+			g.Expect(o.Err).NotTo(HaveOccurred())
+			stored = append(stored, o.Key)
+		}
+		g.Expect(stored).To(ConsistOf(keys), "the bucket holds the kept backups' objects, no more")
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(schedule), schedule)).To(Succeed())
+		g.Expect(schedule.Status.LastSuccessfulBackup).To(Equal(newest[len(newest)-1]))
+		g.Expect(schedule.Status.NextScheduleTime).To(BeNil(), "suspended")
+	}, time.Minute, 250*time.Millisecond).Should(Succeed())
+	t.Logf("%d scheduled runs, 3 kept", len(runs))
+
 	t.Log("A cluster whose only etcd member is down has nothing to back up from")
 	machines, err := controlPlaneMachines(ctx, env, tcp)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -138,11 +182,11 @@ func TestEtcdBackupAndRestore(t *testing.T) {
 	g.Expect(down.Status.Attempts).To(BeZero(), "no upload started")
 
 	objects := []string{}
-	for o := range srv.Client.ListObjects(ctx, "backups", minio.ListObjectsOptions{Recursive: true}) {
+	for o := range srv.Client.ListObjects(ctx, "backups", minio.ListObjectsOptions{Prefix: "talon/", Recursive: true}) {
 		g.Expect(o.Err).NotTo(HaveOccurred())
 		objects = append(objects, o.Key)
 	}
-	g.Expect(objects).To(ConsistOf(plain.Status.Key, sealed.Status.Key), "only the backups that succeeded left objects")
+	g.Expect(objects).To(ConsistOf(plain.Status.Key, sealed.Status.Key), "only the backups that succeeded left objects, and the schedule pruned none of them")
 
 	t.Log("The cluster is deleted; the backups stay")
 	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "backup", Namespace: ns}}
@@ -194,6 +238,15 @@ func TestEtcdBackupAndRestore(t *testing.T) {
 		return nil
 	})).To(Succeed())
 	g.Expect(names).To(HaveLen(keys), "every ConfigMap written before the backup is in the restored cluster")
+}
+
+// scheduleBackups are the backups the schedule name made.
+func scheduleBackups(tb testing.TB, env *envtest.Environment, ns, name string) []controlplanev1.TalosEtcdBackup {
+	tb.Helper()
+	list := &controlplanev1.TalosEtcdBackupList{}
+	NewWithT(tb).Expect(env.Client.List(tb.Context(), list, client.InNamespace(ns),
+		client.MatchingLabels{controlplanev1.EtcdBackupScheduleLabel: name})).To(Succeed())
+	return list.Items
 }
 
 // backUp creates a backup of cluster "backup" and waits for it to succeed.

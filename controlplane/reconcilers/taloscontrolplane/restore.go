@@ -55,14 +55,14 @@ func (r *Reconciler) bootstrapFromBackup(ctx context.Context, s *scope, node tal
 	if backup.Status.Phase != controlplanev1.EtcdBackupSucceeded || backup.Status.SHA256 == "" {
 		return &restoreRefusal{fmt.Sprintf("TalosEtcdBackup %s (spec.restoreFrom) has not succeeded (phase %q): only a complete backup is restored", name, backup.Status.Phase)}
 	}
-	store, passphrase, err := etcdbackup.OpenStorage(ctx, r.Client, s.tcp.Namespace, backup.Spec.Storage)
+	store, key, err := etcdbackup.OpenStorage(ctx, r.Client, s.tcp.Namespace, backup.Spec.Storage)
 	if err != nil {
 		return refusal(name, err)
 	}
-	if backup.Status.Encrypted && passphrase == "" {
+	if backup.Status.Encrypted && key.IsZero() {
 		return &restoreRefusal{fmt.Sprintf("TalosEtcdBackup %s is encrypted but its storage names no key: set storage.encryption.keySecretName", name)}
 	}
-	snapshot, err := store.Get(ctx, backup.Status.Key, passphrase, backup.Status.SHA256)
+	snapshot, err := store.Get(ctx, backup.Status.Key, key, backup.Status.SHA256)
 	if err != nil {
 		return refusal(name, err)
 	}
@@ -82,8 +82,8 @@ func refusal(name string, err error) error {
 		return &restoreRefusal{fmt.Sprintf("the snapshot of TalosEtcdBackup %s is not the one that was backed up (%v): it was not restored; "+
 			"restore another backup", name, err)}
 	case errors.Is(err, etcdbackup.ErrDecrypt):
-		return &restoreRefusal{fmt.Sprintf("the snapshot of TalosEtcdBackup %s cannot be decrypted with the passphrase of its storage's key Secret: "+
-			"put the key it was encrypted with there", name)}
+		return &restoreRefusal{fmt.Sprintf("the snapshot of TalosEtcdBackup %s cannot be decrypted with the key in its storage's key Secret: "+
+			"put the identity or passphrase it was encrypted with there", name)}
 	case errors.As(err, &storeErr) && storeErr.Permanent:
 		return &restoreRefusal{fmt.Sprintf("TalosEtcdBackup %s cannot be read: %s", name, storeErr.Message)}
 	case errors.As(err, &storeErr):

@@ -223,7 +223,7 @@ func (r *Reconciler) upload(ctx context.Context, t *target, key string) (etcdbac
 	}
 	defer func() { _ = snapshot.Close() }()
 	src := &recordingReader{r: snapshot}
-	written, err := t.store.Put(ctx, key, src, t.passphrase)
+	written, err := t.store.Put(ctx, key, src, t.key)
 	if err != nil && src.err != nil {
 		return written, &waiting{reason: SnapshotFailedReason, message: fmt.Sprintf("the snapshot stream from %s broke off: %v", t.member, src.err)}
 	}
@@ -314,7 +314,7 @@ type target struct {
 	member       string
 	talosVersion string
 	store        *etcdbackup.Store
-	passphrase   string
+	key          etcdbackup.Key
 	encrypted    bool
 }
 
@@ -344,7 +344,7 @@ func (r *Reconciler) target(ctx context.Context, b *controlplanev1.TalosEtcdBack
 	if tcp.Status.Initialization.ControlPlaneInitialized == nil || !*tcp.Status.Initialization.ControlPlaneInitialized {
 		return nil, &waiting{reason: WaitingForControlPlaneReason, message: fmt.Sprintf("TalosControlPlane %s is not initialized yet: etcd has nothing to back up", tcp.Name)}
 	}
-	store, passphrase, err := etcdbackup.OpenStorage(ctx, r.Client, b.Namespace, b.Spec.Storage)
+	store, key, err := etcdbackup.OpenStorage(ctx, r.Client, b.Namespace, b.Spec.Storage)
 	if err != nil {
 		return nil, err
 	}
@@ -361,7 +361,7 @@ func (r *Reconciler) target(ctx context.Context, b *controlplanev1.TalosEtcdBack
 	if err != nil {
 		return nil, err
 	}
-	t.tcp, t.store, t.passphrase, t.encrypted = tcp, store, passphrase, passphrase != ""
+	t.tcp, t.store, t.key, t.encrypted = tcp, store, key, !key.IsZero()
 	return t, nil
 }
 
