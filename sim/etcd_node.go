@@ -44,7 +44,7 @@ func (n *Node) bootstrapEtcd(ctx context.Context, req *machine.BootstrapRequest)
 		return status.Error(codes.Unimplemented, "bootstrap is only available on control plane nodes")
 	}
 	n.mu.Lock()
-	if n.servicesCtx == nil {
+	if n.servicesCtx == nil || n.servicesCtx.Err() != nil {
 		// Configured a moment ago: its services are about to start.
 		n.mu.Unlock()
 		return status.Error(codes.FailedPrecondition, "bootstrap is not available yet")

@@ -128,6 +128,7 @@ type TalosEtcdBackupScheduleStatus struct {
 
 // TalosEtcdBackupSchedule takes a TalosEtcdBackup of a cluster on a cron schedule and deletes
 // the backups (and their objects) its retention does not keep.
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 52",message="a schedule's name has at most 52 characters: its backups are named <schedule>-<unix time> and labeled with it"
 type TalosEtcdBackupSchedule struct {
 	metav1.TypeMeta `json:",inline"`
 	// metadata is the object's metadata.

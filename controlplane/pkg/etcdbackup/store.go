@@ -189,7 +189,8 @@ func encrypting(r io.Reader, recipient age.Recipient) io.Reader {
 // ErrChecksum is a snapshot whose SHA-256 is not the one recorded when it was written.
 var ErrChecksum = errors.New("snapshot checksum mismatch")
 
-// ErrDecrypt is an encrypted object that the passphrase does not open.
+// ErrDecrypt is an encrypted object that the key does not open, or whose ciphertext was
+// changed or cut short.
 var ErrDecrypt = errors.New("the object cannot be decrypted with this key")
 
 // Get streams the snapshot at key, decrypted with enc unless it is zero. Its last Read
@@ -205,39 +206,75 @@ func (s *Store) Get(ctx context.Context, key string, enc Key, wantSHA256 string)
 		_ = obj.Close()
 		return nil, s.explain(err, key)
 	}
-	var r io.Reader = obj
+	source := &RecordingReader{R: obj}
+	var r io.Reader = source
 	if !enc.IsZero() {
 		identity, err := enc.identity()
 		if err != nil {
 			_ = obj.Close()
 			return nil, err
 		}
-		if r, err = age.Decrypt(obj, identity); err != nil {
+		if r, err = age.Decrypt(source, identity); err != nil {
 			_ = obj.Close()
+			if source.Err != nil {
+				return nil, s.explain(source.Err, key)
+			}
 			return nil, fmt.Errorf("%w: %v", ErrDecrypt, err)
 		}
 	}
-	return &verifying{r: r, closer: obj, sum: sha256.New(), want: wantSHA256}, nil
+	return &verifying{r: r, source: source, closer: obj, sum: sha256.New(), want: wantSHA256}, nil
 }
 
 // verifying hashes what it reads and checks the hash at the end.
 type verifying struct {
 	r      io.Reader
+	source *RecordingReader
 	closer io.Closer
 	sum    hash.Hash
 	want   string
+	// end is what Read returns once everything was read: io.EOF, or why it failed.
+	end error
 }
 
 func (v *verifying) Read(p []byte) (int, error) {
+	if v.end != nil {
+		return 0, v.end
+	}
 	n, err := v.r.Read(p)
 	v.sum.Write(p[:n])
-	if errors.Is(err, io.EOF) && v.want != "" {
-		if got := hex.EncodeToString(v.sum.Sum(nil)); got != v.want {
-			return n, fmt.Errorf("%w: the object's SHA-256 is %s, the backup recorded %s", ErrChecksum, got, v.want)
+	switch {
+	case err == nil:
+		return n, nil
+	case errors.Is(err, io.EOF):
+		v.end = io.EOF
+		if got := hex.EncodeToString(v.sum.Sum(nil)); v.want != "" && got != v.want {
+			v.end = fmt.Errorf("%w: the object's SHA-256 is %s, the backup recorded %s", ErrChecksum, got, v.want)
 		}
+	case v.source.Err == nil:
+		// Not the store's error: age found the ciphertext changed or cut short.
+		v.end = fmt.Errorf("%w: %v", ErrDecrypt, err)
+	default:
+		v.end = v.source.Err
 	}
-	if err != nil && !errors.Is(err, io.EOF) && strings.Contains(err.Error(), "age:") {
-		return n, fmt.Errorf("%w: %v", ErrDecrypt, err)
+	// The last bytes come alone, the end with the next Read: some readers (the Talos
+	// client's EtcdRecover) drop what comes with io.EOF.
+	if n > 0 {
+		return n, nil
+	}
+	return 0, v.end
+}
+
+// RecordingReader is R that remembers the error other than io.EOF it failed with, so that
+// a caller can tell its failures from those of what reads it.
+type RecordingReader struct {
+	R   io.Reader
+	Err error
+}
+
+func (r *RecordingReader) Read(p []byte) (int, error) {
+	n, err := r.R.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		r.Err = err
 	}
 	return n, err
 }

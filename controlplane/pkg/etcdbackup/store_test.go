@@ -103,11 +103,36 @@ func TestPutAndGetRoundTrip(t *testing.T) {
 		_, err = store.Get(ctx, tc.object, tc.wrong, "")
 		g.Expect(errors.Is(err, etcdbackup.ErrDecrypt)).To(BeTrue(), "%s: a wrong key is refused: %v", tc.object, err)
 	}
+	// The Talos client's EtcdRecover sends what each Read returns, but drops the bytes that
+	// come with io.EOF: the last ones must come alone.
 	r, err := store.Get(ctx, "c/plain.db", etcdbackup.Key{}, hex.EncodeToString(sum[:]))
 	g.Expect(err).NotTo(HaveOccurred())
-	read, err := io.ReadAll(r)
+	g.Expect(readLikeTalos(r)).To(Equal(data), "the clear object reads back whole, as the Talos client reads it")
+
+	// Someone changed a byte of the encrypted object in the bucket.
+	stored, err := os.ReadFile(filepath.Join(srv.Dir, "backups", "c", "identity.db.age"))
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(bytes.Equal(read, data)).To(BeTrue(), "the clear object reads back as written")
+	stored[len(stored)/2] ^= 0xff
+	_, err = srv.Client.PutObject(ctx, "backups", "c/identity.db.age", bytes.NewReader(stored), int64(len(stored)), minio.PutObjectOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	r, err = store.Get(ctx, "c/identity.db.age", etcdbackup.Key{Identity: identity.String()}, hex.EncodeToString(sum[:]))
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = io.ReadAll(r)
+	g.Expect(errors.Is(err, etcdbackup.ErrDecrypt)).To(BeTrue(), "a changed ciphertext fails authentication: %v", err)
+}
+
+// readLikeTalos reads r as the Talos client's EtcdRecover does: in 4 KiB reads, stopping at
+// io.EOF without looking at what came with it.
+func readLikeTalos(r io.Reader) []byte {
+	var out []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := r.Read(buf)
+		if errors.Is(err, io.EOF) || (err != nil) {
+			return out
+		}
+		out = append(out, buf[:n]...)
+	}
 }
 
 // TestGetRefusesWhatWasNotWritten: an object cut short, or changed, fails its last read

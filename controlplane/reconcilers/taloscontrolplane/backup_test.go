@@ -197,30 +197,24 @@ func TestEtcdBackupAndRestore(t *testing.T) {
 		3*time.Minute, time.Second).Should(BeTrue(), "the cluster is deleted")
 
 	t.Log("A snapshot changed in the bucket is refused at restore, and nothing is bootstrapped from it")
-	tampered := &controlplanev1.TalosEtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "tampered", Namespace: ns},
-		Spec: controlplanev1.TalosEtcdBackupSpec{ClusterName: "gone", Storage: storage}}
-	g.Expect(env.Client.Create(ctx, tampered)).To(Succeed())
 	_, err = srv.Client.PutObject(ctx, "backups", "talon/tampered.db", bytes.NewReader(data[:len(data)/2]), int64(len(data)/2), minio.PutObjectOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
-	// A record of a backup that succeeded, made by hand (the controller meanwhile finds no
-	// cluster "gone" and says so, hence the retries).
-	g.Eventually(func() error {
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(tampered), tampered); err != nil {
-			return err
-		}
-		tampered.Status = controlplanev1.TalosEtcdBackupStatus{Phase: controlplanev1.EtcdBackupSucceeded, Key: "talon/tampered.db", SHA256: plain.Status.SHA256}
-		return env.Client.Status().Update(ctx, tampered)
-	}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
+	recordBackup(t, env, ns, "tampered", storage, controlplanev1.TalosEtcdBackupStatus{Key: "talon/tampered.db", SHA256: plain.Status.SHA256})
 	restored := newCluster(t, env, infra, ns, "restored", 1, func(tcp *controlplanev1.TalosControlPlane) {
 		tcp.Spec.RestoreFrom = &controlplanev1.EtcdRestoreSource{BackupName: "tampered"}
 	})
-	g.Eventually(func(g Gomega) {
-		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(restored), restored)).To(Succeed())
-		initialized := conditions.Get(restored, controlplanev1.InitializedCondition)
-		g.Expect(initialized).NotTo(BeNil())
-		g.Expect(initialized.Message).To(ContainSubstring("the snapshot of TalosEtcdBackup tampered is not the one that was backed up"))
-	}, 3*time.Minute, time.Second).Should(Succeed())
-	g.Expect(ptr.Deref(restored.Status.Initialization.ControlPlaneInitialized, false)).To(BeFalse(), "nothing was bootstrapped")
+	waitRestoreRefused(t, env, restored, "the snapshot of TalosEtcdBackup tampered is not the one that was backed up")
+
+	t.Log("The encrypted backup with another key is refused at restore")
+	other, err := age.GenerateX25519Identity()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "other-key", Namespace: ns},
+		StringData: map[string]string{"identity": other.String()}})).To(Succeed())
+	otherKey := encrypted
+	otherKey.Encryption = &controlplanev1.EtcdBackupEncryption{KeySecretName: "other-key"}
+	recordBackup(t, env, ns, "wrong-key", otherKey, controlplanev1.TalosEtcdBackupStatus{Key: sealed.Status.Key, SHA256: sealed.Status.SHA256, Encrypted: true})
+	patchObject(t, env, restored, func() { restored.Spec.RestoreFrom = &controlplanev1.EtcdRestoreSource{BackupName: "wrong-key"} })
+	waitRestoreRefused(t, env, restored, "the snapshot of TalosEtcdBackup wrong-key cannot be decrypted with the key in its storage's key Secret")
 
 	t.Log("The new cluster restores the encrypted backup: every ConfigMap is there")
 	start = time.Now()
@@ -238,6 +232,39 @@ func TestEtcdBackupAndRestore(t *testing.T) {
 		return nil
 	})).To(Succeed())
 	g.Expect(names).To(HaveLen(keys), "every ConfigMap written before the backup is in the restored cluster")
+}
+
+// recordBackup makes by hand the record of a backup that succeeded with status (its cluster
+// is gone: the controller says so meanwhile, hence the retries).
+func recordBackup(tb testing.TB, env *envtest.Environment, ns, name string, storage controlplanev1.EtcdBackupStorage, status controlplanev1.TalosEtcdBackupStatus) {
+	tb.Helper()
+	ctx := tb.Context()
+	b := &controlplanev1.TalosEtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: controlplanev1.TalosEtcdBackupSpec{ClusterName: "gone", Storage: storage}}
+	g := NewWithT(tb)
+	g.Expect(env.Client.Create(ctx, b)).To(Succeed())
+	status.Phase = controlplanev1.EtcdBackupSucceeded
+	g.Eventually(func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return err
+		}
+		b.Status = status
+		return env.Client.Status().Update(ctx, b)
+	}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
+}
+
+// waitRestoreRefused waits until the control plane says its restore is refused with
+// message, and checks that nothing was bootstrapped.
+func waitRestoreRefused(tb testing.TB, env *envtest.Environment, tcp *controlplanev1.TalosControlPlane, message string) {
+	tb.Helper()
+	g := NewWithT(tb)
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(tb.Context(), client.ObjectKeyFromObject(tcp), tcp)).To(Succeed())
+		initialized := conditions.Get(tcp, controlplanev1.InitializedCondition)
+		g.Expect(initialized).NotTo(BeNil())
+		g.Expect(initialized.Message).To(ContainSubstring(message))
+	}, 3*time.Minute, time.Second).Should(Succeed())
+	g.Expect(ptr.Deref(tcp.Status.Initialization.ControlPlaneInitialized, false)).To(BeFalse(), "nothing was bootstrapped")
 }
 
 // scheduleBackups are the backups the schedule name made.

@@ -161,9 +161,13 @@ func (r *Reconciler) bootstrapRecordedMachine(ctx context.Context, s *scope) (ct
 		r.event(s.tcp, corev1.EventTypeWarning, "RestoreRefused", "Bootstrap", "%s", refused.message)
 		return ctrl.Result{RequeueAfter: refusedRetry}, nil
 	default:
-		s.waiting = fmt.Sprintf("Bootstrapping etcd on Machine %s (recorded in annotation %s) waits, retrying: %v. Only this Machine is ever bootstrapped; "+
+		s.waiting = fmt.Sprintf("Bootstrapping etcd%s on Machine %s (recorded in annotation %s) waits, retrying: %v. Only this Machine is ever bootstrapped; "+
 			"if it will never come up, delete it and another is chosen once no node runs etcd",
-			m.Name, controlplanev1.BootstrapMachineAnnotation, err)
+			from, m.Name, controlplanev1.BootstrapMachineAnnotation, err)
+		if from != "" {
+			// Each attempt downloads the whole snapshot again.
+			return ctrl.Result{RequeueAfter: restoreRetry}, nil
+		}
 		return ctrl.Result{RequeueAfter: converging}, nil
 	}
 	return ctrl.Result{}, nil

@@ -35,6 +35,10 @@ import (
 // object is not downloaded over and over, short enough to pick up a fixed Secret.
 const refusedRetry = time.Minute
 
+// restoreRetry is how long a restore that failed for a passing reason (the node not ready
+// for the upload, the store unreachable) waits before it downloads the snapshot again.
+const restoreRetry = 15 * time.Second
+
 // restoreRefusal is a restore that cannot succeed until someone changes something.
 type restoreRefusal struct{ message string }
 
@@ -70,7 +74,13 @@ func (r *Reconciler) bootstrapFromBackup(ctx context.Context, s *scope, node tal
 	if err := node.EtcdRecover(ctx, snapshot); err != nil {
 		return refusal(name, err)
 	}
-	return node.BootstrapRecover(ctx, false)
+	if err := node.BootstrapRecover(ctx, false); err != nil {
+		if errors.Is(err, talosclient.ErrRecoveryFailed) {
+			return &restoreRefusal{fmt.Sprintf("etcd could not start from the snapshot of TalosEtcdBackup %s: %v", name, err)}
+		}
+		return err
+	}
+	return nil
 }
 
 // refusal is err of reading backup name's snapshot, a *restoreRefusal when retrying now

@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"time"
@@ -62,6 +61,8 @@ const (
 	NoHealthyMemberReason = "NoHealthyMember"
 	// SnapshotFailedReason: the node's snapshot stream broke off.
 	SnapshotFailedReason = "SnapshotFailed"
+	// RetryingReason: something else failed (reading the cluster's secrets, the API server).
+	RetryingReason = "Retrying"
 )
 
 // MaxAttempts is how many uploads a backup starts before it fails for good on errors that
@@ -72,8 +73,8 @@ const MaxAttempts = 3
 // store, a healthy member) waits before it looks again: long enough not to hammer a store.
 const waitInterval = time.Minute
 
-// uploadTimeout bounds one upload.
-const uploadTimeout = 30 * time.Minute
+// uploadTimeout bounds one upload; the Talos client bounds the snapshot stream the same.
+const uploadTimeout = 10 * time.Minute
 
 // Reconciler takes TalosEtcdBackups.
 type Reconciler struct {
@@ -222,32 +223,18 @@ func (r *Reconciler) upload(ctx context.Context, t *target, key string) (etcdbac
 		return etcdbackup.Written{}, &waiting{reason: SnapshotFailedReason, message: fmt.Sprintf("%s did not start a snapshot: %v", t.member, err)}
 	}
 	defer func() { _ = snapshot.Close() }()
-	src := &recordingReader{r: snapshot}
+	src := &etcdbackup.RecordingReader{R: snapshot}
 	written, err := t.store.Put(ctx, key, src, t.key)
-	if err != nil && src.err != nil {
-		return written, &waiting{reason: SnapshotFailedReason, message: fmt.Sprintf("the snapshot stream from %s broke off: %v", t.member, src.err)}
+	if err != nil && src.Err != nil {
+		return written, &waiting{reason: SnapshotFailedReason, message: fmt.Sprintf("the snapshot stream from %s broke off: %v", t.member, src.Err)}
 	}
 	return written, err
-}
-
-// recordingReader remembers the error its reader failed with.
-type recordingReader struct {
-	r   io.Reader
-	err error
-}
-
-func (rr *recordingReader) Read(p []byte) (int, error) {
-	n, err := rr.r.Read(p)
-	if err != nil && !errors.Is(err, io.EOF) {
-		rr.err = err
-	}
-	return n, err
 }
 
 // wait records why the backup is not done: Pending, to look again in a while, or Failed
 // when retrying cannot help or the attempts are used up.
 func (r *Reconciler) wait(ctx context.Context, b, before *controlplanev1.TalosEtcdBackup, err error) (ctrl.Result, error) {
-	w := &waiting{reason: "StoreError", message: err.Error()}
+	w := &waiting{reason: RetryingReason, message: err.Error()}
 	var storeErr *etcdbackup.Error
 	switch {
 	case errors.As(err, &w):

@@ -32,9 +32,11 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	"github.com/talon-capi/talon/controlplane/pkg/etcdbackup"
@@ -79,7 +81,8 @@ func (r *ScheduleReconciler) SetupWithManager(_ context.Context, mgr ctrl.Manage
 		return errors.New("talosetcdbackupschedule reconciler needs a Client")
 	}
 	err := ctrl.NewControllerManagedBy(mgr).
-		For(&controlplanev1.TalosEtcdBackupSchedule{}).
+		// Only spec changes: its own status writes must not wake the schedule.
+		For(&controlplanev1.TalosEtcdBackupSchedule{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&controlplanev1.TalosEtcdBackup{}).
 		WithOptions(options).
 		Complete(r)
@@ -118,47 +121,55 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	report(s, backups)
+	ready := report(s, backups)
+
+	now := r.now()
+	var next *metav1.Time
+	if s.Spec.Suspend {
+		ready = metav1.Condition{Status: metav1.ConditionTrue, Reason: SuspendedReason, Message: "spec.suspend stops new backups"}
+	} else {
+		last := s.CreationTimestamp.Time
+		if s.Status.LastScheduleTime != nil {
+			last = s.Status.LastScheduleTime.Time
+		}
+		due := schedule.Next(last)
+		if !now.Before(due) {
+			// Missed times (the manager was down) are not made up for: only the latest is taken.
+			for n := schedule.Next(due); !n.After(now); n = schedule.Next(n) {
+				due = n
+			}
+			// The record comes first: this time is never backed up again.
+			s.Status.LastScheduleTime = &metav1.Time{Time: due}
+			if err := r.patch(ctx, s, before); err != nil {
+				return ctrl.Result{}, err
+			}
+			before = s.DeepCopy()
+			if err := r.takeBackup(ctx, s, backups, due); err != nil {
+				return ctrl.Result{}, err
+			}
+			due = schedule.Next(due)
+		}
+		next = &metav1.Time{Time: due}
+	}
+	s.Status.NextScheduleTime = next
+	result := ctrl.Result{}
+	if next != nil {
+		result.RequeueAfter = next.Sub(now)
+	}
+	// Pruning comes after the backup: a store that refuses deletes must not stop backups.
 	if err := r.prune(ctx, s, backups); err != nil {
 		var storeErr *etcdbackup.Error
 		message := err.Error()
 		if errors.As(err, &storeErr) {
 			message = storeErr.Message
 		}
-		setScheduleReady(s, metav1.ConditionFalse, PruneFailedReason, "Retention could not delete a backup's object, retrying in a minute: "+message)
-		return ctrl.Result{RequeueAfter: waitInterval}, r.patch(ctx, s, before)
-	}
-
-	now := r.now()
-	if s.Spec.Suspend {
-		s.Status.NextScheduleTime = nil
-		setScheduleReady(s, metav1.ConditionTrue, SuspendedReason, "spec.suspend stops new backups")
-		return ctrl.Result{}, r.patch(ctx, s, before)
-	}
-	last := s.CreationTimestamp.Time
-	if s.Status.LastScheduleTime != nil {
-		last = s.Status.LastScheduleTime.Time
-	}
-	next := schedule.Next(last)
-	if !now.Before(next) {
-		// Missed times (the manager was down) are not made up for: only the latest is taken.
-		due := next
-		for n := schedule.Next(due); !n.After(now); n = schedule.Next(n) {
-			due = n
+		ready = metav1.Condition{Status: metav1.ConditionFalse, Reason: PruneFailedReason, Message: "Retention could not delete a backup's object, retrying in a minute: " + message}
+		if result.RequeueAfter == 0 || result.RequeueAfter > waitInterval {
+			result.RequeueAfter = waitInterval
 		}
-		// The record comes first: this time is never backed up again.
-		s.Status.LastScheduleTime = &metav1.Time{Time: due}
-		if err := r.patch(ctx, s, before); err != nil {
-			return ctrl.Result{}, err
-		}
-		before = s.DeepCopy()
-		if err := r.takeBackup(ctx, s, backups, due); err != nil {
-			return ctrl.Result{}, err
-		}
-		next = schedule.Next(due)
 	}
-	s.Status.NextScheduleTime = &metav1.Time{Time: next}
-	return ctrl.Result{RequeueAfter: next.Sub(now)}, r.patch(ctx, s, before)
+	setScheduleReady(s, ready.Status, ready.Reason, ready.Message)
+	return result, r.patch(ctx, s, before)
 }
 
 // takeBackup creates the backup due at due, unless one of the schedule is still running.
@@ -198,28 +209,31 @@ func (r *ScheduleReconciler) backups(ctx context.Context, s *controlplanev1.Talo
 	return backups, nil
 }
 
-// report puts the newest success and failure in the schedule's status.
-func report(s *controlplanev1.TalosEtcdBackupSchedule, backups []controlplanev1.TalosEtcdBackup) {
-	setScheduleReady(s, metav1.ConditionTrue, ScheduledReason, "Backups are taken on schedule")
+// report puts the newest success and failure in the schedule's status, and says what its
+// Ready condition is: False when the newest finished backup failed.
+func report(s *controlplanev1.TalosEtcdBackupSchedule, backups []controlplanev1.TalosEtcdBackup) metav1.Condition {
+	lastFinished := slices.IndexFunc(backups, func(b controlplanev1.TalosEtcdBackup) bool { return finished(&b) })
+	ready, reason, message := metav1.ConditionTrue, ScheduledReason, "Backups are taken on schedule"
 	for i, b := range backups {
 		switch b.Status.Phase {
 		case controlplanev1.EtcdBackupSucceeded:
-			if s.Status.LastSuccessfulBackup == "" || s.Status.LastSuccessTime == nil || b.Status.CompletionTime.After(s.Status.LastSuccessTime.Time) {
+			if s.Status.LastSuccessTime == nil || b.Status.CompletionTime.After(s.Status.LastSuccessTime.Time) {
 				s.Status.LastSuccessfulBackup, s.Status.LastSuccessTime = b.Name, b.Status.CompletionTime
 			}
 		case controlplanev1.EtcdBackupFailed:
-			message := ""
-			if ready := conditions.Get(&b, clusterv1.ReadyCondition); ready != nil {
-				message = ready.Message
+			failure := ""
+			if c := conditions.Get(&b, clusterv1.ReadyCondition); c != nil {
+				failure = c.Message
 			}
 			if s.Status.LastFailureTime == nil || b.Status.CompletionTime.After(s.Status.LastFailureTime.Time) {
-				s.Status.LastFailedBackup, s.Status.LastFailureTime, s.Status.LastFailureMessage = b.Name, b.Status.CompletionTime, message
+				s.Status.LastFailedBackup, s.Status.LastFailureTime, s.Status.LastFailureMessage = b.Name, b.Status.CompletionTime, failure
 			}
-			if i == slices.IndexFunc(backups, func(b controlplanev1.TalosEtcdBackup) bool { return finished(&b) }) {
-				setScheduleReady(s, metav1.ConditionFalse, LastBackupFailedReason, fmt.Sprintf("The last backup, %s, failed: %s", b.Name, message))
+			if i == lastFinished {
+				ready, reason, message = metav1.ConditionFalse, LastBackupFailedReason, fmt.Sprintf("The last backup, %s, failed: %s", b.Name, failure)
 			}
 		}
 	}
+	return metav1.Condition{Status: ready, Reason: reason, Message: message}
 }
 
 // prune deletes the backups the retention does not keep: the successful ones beyond the
@@ -267,7 +281,8 @@ func (r *ScheduleReconciler) pruneOne(ctx context.Context, b *controlplanev1.Tal
 			return err
 		}
 	}
-	if b.Status.Key != "" {
+	// Only a backup that succeeded has an object: a failed upload was aborted.
+	if b.Status.Key != "" && b.Status.Phase == controlplanev1.EtcdBackupSucceeded {
 		store, _, err := etcdbackup.OpenStorage(ctx, r.Client, b.Namespace, b.Spec.Storage)
 		if err != nil {
 			return err
