@@ -45,6 +45,9 @@ TALOSCTL := $(BIN)/talosctl
 # A second Kubernetes minor, for simulated nodes configured for it (docs/sim.md).
 KUBE_NEXT_APISERVER := $(BIN)/v1.37/kube-apiserver
 KUBE_NEXT_CONTROLLER_MANAGER := $(BIN)/v1.37/kube-controller-manager
+# The minor before the pinned one, for upgrades chained across minors (v1.35 → v1.36 → v1.37).
+KUBE_PREV_APISERVER := $(BIN)/v1.35/kube-apiserver
+KUBE_PREV_CONTROLLER_MANAGER := $(BIN)/v1.35/kube-controller-manager
 # Sidero Labs' providers (CABPT, CACPPT): the reference Talon is measured against and migrates
 # from (docs/migrate-from-sidero.md), pinned in hack/tools/sidero/go.mod.
 SIDERO_BOOTSTRAP_MANAGER := $(BIN)/sidero-bootstrap-manager
@@ -56,7 +59,8 @@ SIDERO_BOOTSTRAP_MODULE := github.com/siderolabs/cluster-api-bootstrap-provider-
 SIDERO_CONTROLPLANE_MODULE := github.com/siderolabs/cluster-api-control-plane-provider-talos
 TOOLS := $(CONTROLLER_GEN) $(KUSTOMIZE) $(GOTESTSUM) $(GOLANGCI_LINT) $(KUBE_APISERVER) \
 	$(KUBE_CONTROLLER_MANAGER) $(ETCD) $(CLUSTERCTL) $(CAPI_MANAGER) $(TALOSCTL) \
-	$(KUBE_NEXT_APISERVER) $(KUBE_NEXT_CONTROLLER_MANAGER) $(SIDERO_BOOTSTRAP_MANAGER) $(SIDERO_CONTROLPLANE_MANAGER) $(VERSITYGW)
+	$(KUBE_NEXT_APISERVER) $(KUBE_NEXT_CONTROLLER_MANAGER) $(KUBE_PREV_APISERVER) $(KUBE_PREV_CONTROLLER_MANAGER) \
+	$(SIDERO_BOOTSTRAP_MANAGER) $(SIDERO_CONTROLPLANE_MANAGER) $(VERSITYGW)
 
 ##@ General
 
@@ -229,6 +233,10 @@ $(KUBE_NEXT_APISERVER): hack/tools/kubernetes-1.37/go.mod hack/tools/kubernetes-
 	cd hack/tools/kubernetes-1.37 && CGO_ENABLED=0 go build -trimpath -ldflags "$(call kube_ldflags,hack/tools/kubernetes-1.37)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
 $(KUBE_NEXT_CONTROLLER_MANAGER): hack/tools/kubernetes-1.37/go.mod hack/tools/kubernetes-1.37/go.sum
 	cd hack/tools/kubernetes-1.37 && CGO_ENABLED=0 go build -trimpath -ldflags "$(call kube_ldflags,hack/tools/kubernetes-1.37)" -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
+$(KUBE_PREV_APISERVER): hack/tools/kubernetes-1.35/go.mod hack/tools/kubernetes-1.35/go.sum
+	cd hack/tools/kubernetes-1.35 && CGO_ENABLED=0 go build -trimpath -ldflags "$(call kube_ldflags,hack/tools/kubernetes-1.35)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+$(KUBE_PREV_CONTROLLER_MANAGER): hack/tools/kubernetes-1.35/go.mod hack/tools/kubernetes-1.35/go.sum
+	cd hack/tools/kubernetes-1.35 && CGO_ENABLED=0 go build -trimpath -ldflags "$(call kube_ldflags,hack/tools/kubernetes-1.35)" -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
 $(ETCD): hack/tools/etcd/go.mod hack/tools/etcd/go.sum
 	cd hack/tools/etcd && go build -o $@ go.etcd.io/etcd/server/v3
 $(CLUSTERCTL): hack/tools/capi/go.mod hack/tools/capi/go.sum

@@ -29,6 +29,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,13 +47,16 @@ import (
 )
 
 // TestClusterClassTopology builds a cluster of one control-plane and one worker Machine from
-// the shipped ClusterClass (templates/clusterclass-talos-docker.yaml) with two of its
-// variables set, through Cluster API's topology reconciler, on the
-// in-process runtime, and upgrades its Kubernetes version through the topology: worker
-// Machines of the new version are created only once the control plane reports that version
-// (status.versions), which the test checks at every step.
+// the shipped ClusterClass (templates/clusterclass-talos-docker.yaml) with three of its
+// variables set, through Cluster API's topology reconciler, on the in-process runtime, and
+// upgrades its Kubernetes version two minors in one change of spec.topology.version: the
+// class lists v1.35.4, v1.36.3 and v1.37.2 in spec.kubernetesVersions, so Cluster API chains
+// the upgrade through each minor, and the control plane, InPlace, takes each step on its
+// running node, which serves each minor's own kube-apiserver in turn. Worker Machines of the
+// new version are created only once the control plane reports that version
+// (status.versions), which the test checks at every step; the workers skip v1.36.
 func TestClusterClassTopology(t *testing.T) {
-	const oldVersion, newVersion = "v1.35.4", simtest.KubernetesVersion
+	const oldVersion, midVersion, newVersion = "v1.35.4", simtest.KubernetesVersion, "v1.37.2"
 	g := NewWithT(t)
 	ctx := t.Context()
 	env := envtest.Get(t)
@@ -72,7 +76,11 @@ func TestClusterClassTopology(t *testing.T) {
 	})
 	ns := env.NewNamespace(t, "topology")
 	c := env.Client
-	applyTemplate(t, c, "clusterclass-talos-docker.yaml", map[string]string{"NAMESPACE": ns}, nil)
+	applyTemplate(t, c, "clusterclass-talos-docker.yaml", map[string]string{"NAMESPACE": ns}, func(o *unstructured.Unstructured) {
+		if o.GetKind() == "ClusterClass" {
+			g.Expect(unstructured.SetNestedStringSlice(o.Object, []string{oldVersion, midVersion, newVersion}, "spec", "kubernetesVersions")).To(Succeed())
+		}
+	})
 	variable := func(name string, value any) clusterv1.ClusterVariable {
 		raw, err := json.Marshal(value)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -93,6 +101,7 @@ func TestClusterClassTopology(t *testing.T) {
 			Variables: []clusterv1.ClusterVariable{
 				variable("workerConfigPatches", []string{"machine:\n  sysctls:\n    vm.max_map_count: \"262144\"\n"}),
 				variable("dockerSubnet", "127.0.72.0/24"),
+				variable("controlPlaneRolloutStrategy", "InPlace"),
 			},
 		},
 	}})).To(Succeed())
@@ -111,8 +120,24 @@ func TestClusterClassTopology(t *testing.T) {
 		g.Expect(m.Status.Addresses[0].Address).To(HavePrefix("127.0.72."))
 	}
 
-	// A Kubernetes upgrade through the topology: the control plane rolls first; no worker
-	// Machine of the new version exists before the control plane reports that version.
+	var controlPlaneMachine string
+	for _, m := range machines {
+		if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; cp {
+			controlPlaneMachine = m.Name
+		}
+	}
+	tcps := &controlplanev1.TalosControlPlaneList{}
+	g.Expect(c.List(ctx, tcps, client.InNamespace(ns))).To(Succeed())
+	g.Expect(tcps.Items).To(HaveLen(1))
+	g.Expect(tcps.Items[0].Spec.Rollout.Strategy.Type).To(Equal(controlplanev1.InPlaceStrategyType), "the class's variable reached the control plane")
+	kube := workload(t, c, s)
+	served, err := kube.Discovery().ServerVersion()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(served.GitVersion).To(Equal(oldVersion), "the node runs v1.35's own kube-apiserver (bin/v1.35)")
+
+	// A Kubernetes upgrade two minors up through the topology: the control plane takes
+	// v1.36.3, then v1.37.2, in place; no worker Machine of a new version exists before the
+	// control plane reports it, and the workers go straight to v1.37.2.
 	cluster := &clusterv1.Cluster{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "topology"}, cluster)).To(Succeed())
 	patch := client.MergeFrom(cluster.DeepCopy())
@@ -120,19 +145,36 @@ func TestClusterClassTopology(t *testing.T) {
 	g.Expect(c.Patch(ctx, cluster, patch)).To(Succeed())
 	start = time.Now()
 	workersWaited := false
+	var specVersions, servedVersions []string
+	reportedMid := false
 	g.Eventually(func(eg Gomega) {
 		// Machines first: a control plane seen afterwards is no older.
 		list := &clusterv1.MachineList{}
 		eg.Expect(c.List(ctx, list, client.InNamespace(ns))).To(Succeed())
-		tcps := &controlplanev1.TalosControlPlaneList{}
 		eg.Expect(c.List(ctx, tcps, client.InNamespace(ns))).To(Succeed())
 		eg.Expect(tcps.Items).To(HaveLen(1))
-		reported := slices.Equal(tcps.Items[0].Status.Versions, []clusterv1.StatusVersion{{Version: newVersion, Replicas: 1}})
-		for _, m := range list.Items {
-			if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; !cp && m.Spec.Version == newVersion && !reported {
-				g.Expect(m.Name).To(BeEmpty(), "worker Machine %s of %s exists before the control plane reports %s: %v", m.Name, newVersion, newVersion, tcps.Items[0].Status.Versions)
+		tcp := tcps.Items[0]
+		if n := len(specVersions); n == 0 || specVersions[n-1] != tcp.Spec.Version {
+			specVersions = append(specVersions, tcp.Spec.Version)
+		}
+		if served, err := kube.Discovery().ServerVersion(); err == nil {
+			if n := len(servedVersions); n == 0 || servedVersions[n-1] != served.GitVersion {
+				servedVersions = append(servedVersions, served.GitVersion)
 			}
-			if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; !cp && m.Spec.Version == oldVersion && !reported {
+		}
+		reportedMid = reportedMid || slices.Equal(tcp.Status.Versions, []clusterv1.StatusVersion{{Version: midVersion, Replicas: 1}})
+		reported := slices.Equal(tcp.Status.Versions, []clusterv1.StatusVersion{{Version: newVersion, Replicas: 1}})
+		for _, m := range list.Items {
+			_, cp := m.Labels[clusterv1.MachineControlPlaneLabel]
+			if cp {
+				g.Expect(m.Name).To(Equal(controlPlaneMachine), "the control plane is updated in place, never replaced")
+				continue
+			}
+			g.Expect(m.Spec.Version).NotTo(Equal(midVersion), "worker Machine %s: workers skip the intermediate minor", m.Name)
+			if m.Spec.Version == newVersion && !reported {
+				g.Expect(m.Name).To(BeEmpty(), "worker Machine %s of %s exists before the control plane reports %s: %v", m.Name, newVersion, newVersion, tcp.Status.Versions)
+			}
+			if m.Spec.Version == oldVersion && !reported {
 				workersWaited = true
 			}
 		}
@@ -140,8 +182,12 @@ func TestClusterClassTopology(t *testing.T) {
 		for _, m := range upgraded {
 			eg.Expect(m.Spec.Version).To(Equal(newVersion), "Machine %s", m.Name)
 		}
-	}).WithTimeout(5 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
+		eg.Expect(servedVersions).To(HaveLen(3), "the versions kube-apiserver served: %v", servedVersions)
+	}).WithTimeout(8 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
 	g.Expect(workersWaited).To(BeTrue(), "the workers kept the old version while the control plane rolled")
-	t.Logf("Topology upgraded from %s to %s in %s", oldVersion, newVersion, time.Since(start).Round(time.Second))
+	g.Expect(specVersions).To(Equal([]string{oldVersion, midVersion, newVersion}), "the control plane was asked for each minor in turn")
+	g.Expect(reportedMid).To(BeTrue(), "the control plane reported %s before it was asked for %s", midVersion, newVersion)
+	g.Expect(servedVersions).To(Equal([]string{oldVersion, midVersion, newVersion}), "the node served each minor's kube-apiserver in turn")
+	t.Logf("Topology upgraded from %s through %s to %s in %s", oldVersion, midVersion, newVersion, time.Since(start).Round(time.Second))
 	deleteCluster(t, c, rt, s)
 }
