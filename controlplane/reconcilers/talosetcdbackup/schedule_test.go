@@ -1,0 +1,164 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package talosetcdbackup_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
+	"github.com/talon-capi/talon/controlplane/reconcilers/talosetcdbackup"
+	"github.com/talon-capi/talon/test/envtest"
+	"github.com/talon-capi/talon/test/s3server"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(envtest.Run(m))
+}
+
+// TestScheduleRetention runs the schedule reconciler against a real S3 server with backups
+// a schedule made earlier (their records written as the backup controller writes them):
+// maxAge prunes the backups older than it, record and object, but never the newest success,
+// however old; a store that refuses a prune leaves the schedule not Ready with PruneFailed,
+// the backup marked and its object in place, and once the store accepts the credentials the
+// prune is finished without anyone touching the schedule.
+func TestScheduleRetention(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	env := envtest.Get(t)
+	srv := s3server.Start(t, "127.0.76.200", "backups")
+	env.StartManager(t, envtest.ManagerOptions{Setup: func(_ context.Context, mgr ctrl.Manager) error {
+		return (&talosetcdbackup.ScheduleReconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr, controller.Options{})
+	}})
+	ns := env.NewNamespace(t, "retention")
+	for name, secret := range map[string]string{"s3": s3server.SecretAccessKey, "rotated": "not-yet"} {
+		g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			StringData: map[string]string{"accessKeyID": s3server.AccessKeyID, "secretAccessKey": secret}})).To(Succeed())
+	}
+	storage := controlplanev1.EtcdBackupStorage{S3: controlplanev1.S3Storage{Endpoint: srv.Endpoint, Bucket: "backups", Prefix: "aged", CredentialsSecretName: "s3"}}
+
+	t.Log("maxAge 1h prunes the backups older than an hour, except the newest")
+	aged := schedule(t, env, ns, "aged", storage, controlplanev1.EtcdBackupRetention{Count: ptr.To[int32](10), MaxAge: &metav1.Duration{Duration: time.Hour}})
+	oldest := storedBackup(t, env, srv, aged, "aged-1", 3*time.Hour)
+	older := storedBackup(t, env, srv, aged, "aged-2", 2*time.Hour)
+	newest := storedBackup(t, env, srv, aged, "aged-3", 90*time.Minute)
+	g.Eventually(func(g Gomega) {
+		g.Expect(backupNames(t, env, ns)).To(ConsistOf("aged-3"))
+		g.Expect(objects(t, srv, "aged/")).To(ConsistOf(newest))
+	}, time.Minute, 250*time.Millisecond).Should(Succeed(), "%s and %s pruned, %s kept as the newest success", oldest, older, newest)
+
+	t.Log("A store that refuses the prune: PruneFailed, the backup marked, its object kept; it finishes once the store accepts")
+	refused := storage
+	refused.S3.Prefix, refused.S3.CredentialsSecretName = "refused", "rotated"
+	counted := schedule(t, env, ns, "counted", refused, controlplanev1.EtcdBackupRetention{Count: ptr.To[int32](1)})
+	first := storedBackup(t, env, srv, counted, "counted-1", 2*time.Minute)
+	second := storedBackup(t, env, srv, counted, "counted-2", time.Minute)
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(counted), counted)).To(Succeed())
+		ready := conditions.Get(counted, clusterv1.ReadyCondition)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(ready.Reason).To(Equal(talosetcdbackup.PruneFailedReason))
+		g.Expect(ready.Message).To(ContainSubstring("refused the credentials"))
+		b := &controlplanev1.TalosEtcdBackup{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "counted-1"}, b)).To(Succeed())
+		g.Expect(b.Annotations).To(HaveKey(controlplanev1.PruneAnnotation), "marked before its object is deleted")
+	}, time.Minute, 250*time.Millisecond).Should(Succeed())
+	g.Expect(objects(t, srv, "refused/")).To(ConsistOf(first, second), "no object deleted")
+	secret := &corev1.Secret{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "rotated"}, secret)).To(Succeed())
+	secret.Data["secretAccessKey"] = []byte(s3server.SecretAccessKey)
+	g.Expect(env.Client.Update(ctx, secret)).To(Succeed())
+	start := time.Now()
+	g.Eventually(func(g Gomega) {
+		g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "counted-1"}, &controlplanev1.TalosEtcdBackup{}))).To(BeTrue())
+		g.Expect(objects(t, srv, "refused/")).To(ConsistOf(second))
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(counted), counted)).To(Succeed())
+		g.Expect(conditions.Get(counted, clusterv1.ReadyCondition).Reason).NotTo(Equal(talosetcdbackup.PruneFailedReason))
+	}, 2*time.Minute, time.Second).Should(Succeed())
+	t.Logf("The prune was retried and finished %s after the credentials were fixed", time.Since(start).Round(time.Second))
+}
+
+// schedule creates a suspended schedule (it takes no backup of its own) with retention.
+func schedule(tb testing.TB, env *envtest.Environment, ns, name string, storage controlplanev1.EtcdBackupStorage,
+	retention controlplanev1.EtcdBackupRetention) *controlplanev1.TalosEtcdBackupSchedule {
+	tb.Helper()
+	s := &controlplanev1.TalosEtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: controlplanev1.TalosEtcdBackupScheduleSpec{ClusterName: "gone", Schedule: "@hourly", Suspend: true, Storage: storage, Retention: retention}}
+	NewWithT(tb).Expect(env.Client.Create(tb.Context(), s)).To(Succeed())
+	return s
+}
+
+// storedBackup puts an object into the store and the record of a backup of s that wrote it
+// and completed age ago, as the backup controller leaves it; it returns the object's key.
+func storedBackup(tb testing.TB, env *envtest.Environment, srv *s3server.Server, s *controlplanev1.TalosEtcdBackupSchedule, name string, age time.Duration) string {
+	tb.Helper()
+	g := NewWithT(tb)
+	ctx := tb.Context()
+	key := s.Spec.Storage.S3.Prefix + "/" + name + ".db"
+	_, err := srv.Client.PutObject(ctx, "backups", key, bytes.NewReader([]byte(name)), int64(len(name)), minio.PutObjectOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	b := &controlplanev1.TalosEtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: map[string]string{controlplanev1.EtcdBackupScheduleLabel: s.Name}},
+		Spec:       controlplanev1.TalosEtcdBackupSpec{ClusterName: s.Spec.ClusterName, Storage: s.Spec.Storage},
+	}
+	g.Expect(controllerutil.SetControllerReference(s, b, env.Client.Scheme())).To(Succeed())
+	g.Expect(env.Client.Create(ctx, b)).To(Succeed())
+	completed := metav1.NewTime(time.Now().Add(-age))
+	b.Status = controlplanev1.TalosEtcdBackupStatus{Phase: controlplanev1.EtcdBackupSucceeded, Key: key, CompletionTime: &completed}
+	g.Expect(env.Client.Status().Update(ctx, b)).To(Succeed())
+	return key
+}
+
+// backupNames are the names of the backups in ns.
+func backupNames(tb testing.TB, env *envtest.Environment, ns string) []string {
+	tb.Helper()
+	list := &controlplanev1.TalosEtcdBackupList{}
+	NewWithT(tb).Expect(env.Client.List(tb.Context(), list, client.InNamespace(ns))).To(Succeed())
+	names := make([]string, 0, len(list.Items))
+	for _, b := range list.Items {
+		names = append(names, b.Name)
+	}
+	return names
+}
+
+// objects are the keys under prefix in the test bucket.
+func objects(tb testing.TB, srv *s3server.Server, prefix string) []string {
+	tb.Helper()
+	var keys []string
+	for o := range srv.Client.ListObjects(tb.Context(), "backups", minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		NewWithT(tb).Expect(o.Err).NotTo(HaveOccurred())
+		keys = append(keys, o.Key)
+	}
+	return keys
+}
