@@ -56,6 +56,8 @@ type Health struct {
 	EtcdMembers []EtcdMember
 	// LastBackup is the newest TalosEtcdBackup of the cluster that succeeded; nil when none did.
 	LastBackup *Backup
+	// BackupsUnknown says why the backups could not be listed; empty when they were.
+	BackupsUnknown string
 	// Problems say, one per line, what is not ready and why.
 	Problems []string
 }
@@ -170,17 +172,19 @@ func Gather(ctx context.Context, mgmt client.Reader, workload client.Reader, etc
 			}
 		}
 	}
-	h.LastBackup = lastBackup(ctx, mgmt, namespace, name)
+	if h.LastBackup, err = lastBackup(ctx, mgmt, namespace, name); err != nil {
+		// Backups are not what makes a cluster ready: the cluster's health stands without them.
+		h.BackupsUnknown = err.Error()
+	}
 	h.Ready = tree.Ready() && healthy
 	return h, nil
 }
 
-// lastBackup is the newest backup of the cluster that succeeded, or nil (also when backups
-// cannot be listed: they are not what makes a cluster ready).
-func lastBackup(ctx context.Context, mgmt client.Reader, namespace, cluster string) *Backup {
+// lastBackup is the newest backup of the cluster that succeeded, or nil when none did.
+func lastBackup(ctx context.Context, mgmt client.Reader, namespace, cluster string) (*Backup, error) {
 	backups := &controlplanev1.TalosEtcdBackupList{}
 	if err := mgmt.List(ctx, backups, client.InNamespace(namespace)); err != nil {
-		return nil
+		return nil, fmt.Errorf("failed to list the etcd backups of %s/%s: %w", namespace, cluster, err)
 	}
 	var last *Backup
 	for _, b := range backups.Items {
@@ -191,7 +195,7 @@ func lastBackup(ctx context.Context, mgmt client.Reader, namespace, cluster stri
 			last = &Backup{Name: b.Name, Key: b.Status.Key, Size: ptr.Deref(b.Status.Size, 0), Completed: b.Status.CompletionTime.Time}
 		}
 	}
-	return last
+	return last, nil
 }
 
 // newNode reads a Node, and says what is wrong with it when it is not Ready.
@@ -259,10 +263,13 @@ func (h *Health) String() string {
 	if len(versions) > 0 {
 		b.WriteString(strings.Join(versions, "  ") + "\n")
 	}
-	if h.LastBackup != nil {
+	switch {
+	case h.BackupsUnknown != "":
+		fmt.Fprintf(&b, "Etcd backups unknown: %s\n", h.BackupsUnknown)
+	case h.LastBackup != nil:
 		fmt.Fprintf(&b, "Last etcd backup %s at %s, %d bytes in %s\n",
 			h.LastBackup.Name, h.LastBackup.Completed.UTC().Format(time.RFC3339), h.LastBackup.Size, h.LastBackup.Key)
-	} else {
+	default:
 		b.WriteString("No etcd backup (docs/backup.md)\n")
 	}
 

@@ -164,6 +164,22 @@ func TestGatherReports(t *testing.T) {
 
 	_, err := Gather(t.Context(), mgmt, nil, nil, "default", "absent")
 	NewWithT(t).Expect(err).To(MatchError(ContainSubstring(`failed to get Cluster default/absent`)))
+
+	t.Run("backups cannot be listed", func(t *testing.T) {
+		g := NewWithT(t)
+		forbidden := interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*controlplanev1.TalosEtcdBackupList); ok {
+				return errors.New("talosetcdbackups is forbidden")
+			}
+			return c.List(ctx, list, opts...)
+		}}
+		mgmt := fake.NewClientBuilder().WithScheme(fixtureScheme).WithObjects(readyCluster()...).WithInterceptorFuncs(forbidden).Build()
+		h, err := Gather(t.Context(), mgmt, allReady, healthy, "default", "demo")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(h.Ready).To(BeTrue(), "backups do not make a cluster ready or not")
+		g.Expect(h.String()).To(ContainSubstring("Etcd backups unknown: failed to list the etcd backups of default/demo: talosetcdbackups is forbidden\n"))
+		g.Expect(h.String()).NotTo(ContainSubstring("No etcd backup"), "not knowing is not having none")
+	})
 }
 
 // TestTalosEtcdLister lists the member of a simulated control-plane node through the Talos
