@@ -54,6 +54,8 @@ const (
 	LastBackupFailedReason = "LastBackupFailed"
 	// PruneFailedReason: retention could not delete an object.
 	PruneFailedReason = "PruneFailed"
+	// BackupSkippedReason: a backup was due while the previous one had not finished.
+	BackupSkippedReason = "BackupSkipped"
 )
 
 // defaultRetention is how many successful backups a schedule keeps unless told.
@@ -121,13 +123,10 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	ready := report(s, backups)
 
 	now := r.now()
 	var next *metav1.Time
-	if s.Spec.Suspend {
-		ready = metav1.Condition{Status: metav1.ConditionTrue, Reason: SuspendedReason, Message: "spec.suspend stops new backups"}
-	} else {
+	if !s.Spec.Suspend {
 		last := s.CreationTimestamp.Time
 		if s.Status.LastScheduleTime != nil {
 			last = s.Status.LastScheduleTime.Time
@@ -150,6 +149,10 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			due = schedule.Next(due)
 		}
 		next = &metav1.Time{Time: due}
+	}
+	ready := report(s, backups)
+	if s.Spec.Suspend {
+		ready = metav1.Condition{Status: metav1.ConditionTrue, Reason: SuspendedReason, Message: "spec.suspend stops new backups"}
 	}
 	s.Status.NextScheduleTime = next
 	result := ctrl.Result{}
@@ -210,7 +213,8 @@ func (r *ScheduleReconciler) backups(ctx context.Context, s *controlplanev1.Talo
 }
 
 // report puts the newest success and failure in the schedule's status, and says what its
-// Ready condition is: False when the newest finished backup failed.
+// Ready condition is: False when a backup was skipped because the one before had not
+// finished, or when the newest finished backup failed.
 func report(s *controlplanev1.TalosEtcdBackupSchedule, backups []controlplanev1.TalosEtcdBackup) metav1.Condition {
 	lastFinished := slices.IndexFunc(backups, func(b controlplanev1.TalosEtcdBackup) bool { return finished(&b) })
 	ready, reason, message := metav1.ConditionTrue, ScheduledReason, "Backups are taken on schedule"
@@ -233,7 +237,19 @@ func report(s *controlplanev1.TalosEtcdBackupSchedule, backups []controlplanev1.
 			}
 		}
 	}
-	return metav1.Condition{Status: ready, Reason: reason, Message: message}
+	// A due time recorded after an unfinished backup was created was skipped for it.
+	running := slices.IndexFunc(backups, func(b controlplanev1.TalosEtcdBackup) bool { return !finished(&b) })
+	if running < 0 || s.Status.LastScheduleTime == nil || !s.Status.LastScheduleTime.After(backups[running].CreationTimestamp.Time) {
+		return metav1.Condition{Status: ready, Reason: reason, Message: message}
+	}
+	b := &backups[running]
+	waiting := "it has not started"
+	if c := conditions.Get(b, clusterv1.ReadyCondition); c != nil {
+		waiting = c.Reason + ": " + c.Message
+	}
+	return metav1.Condition{Status: metav1.ConditionFalse, Reason: BackupSkippedReason, Message: fmt.Sprintf(
+		"The backup due at %s was skipped: %s, created %s, has not finished (%s)",
+		s.Status.LastScheduleTime.UTC().Format(time.RFC3339), b.Name, b.CreationTimestamp.UTC().Format(time.RFC3339), waiting)}
 }
 
 // prune deletes the backups the retention does not keep: the successful ones beyond the

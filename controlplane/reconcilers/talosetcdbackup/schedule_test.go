@@ -51,7 +51,8 @@ func TestMain(m *testing.M) {
 // maxAge prunes the backups older than it, record and object, but never the newest success,
 // however old; a store that refuses a prune leaves the schedule not Ready with PruneFailed,
 // the backup marked and its object in place, and once the store accepts the credentials the
-// prune is finished without anyone touching the schedule.
+// prune is finished without anyone touching the schedule. A backup that never finishes makes
+// the schedule skip the next ones and say so in its Ready condition.
 func TestScheduleRetention(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -107,6 +108,20 @@ func TestScheduleRetention(t *testing.T) {
 		g.Expect(conditions.Get(counted, clusterv1.ReadyCondition).Reason).NotTo(Equal(talosetcdbackup.PruneFailedReason))
 	}, 2*time.Minute, time.Second).Should(Succeed())
 	t.Logf("The prune was retried and finished %s after the credentials were fixed", time.Since(start).Round(time.Second))
+
+	t.Log("A backup that never finishes (no backup controller runs here) makes the next ones skipped, and the schedule says so")
+	stuck := &controlplanev1.TalosEtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "stuck", Namespace: ns},
+		Spec: controlplanev1.TalosEtcdBackupScheduleSpec{ClusterName: "gone", Schedule: "@every 2s", Storage: storage}}
+	g.Expect(env.Client.Create(ctx, stuck)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(stuck), stuck)).To(Succeed())
+		ready := conditions.Get(stuck, clusterv1.ReadyCondition)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(ready.Reason).To(Equal(talosetcdbackup.BackupSkippedReason))
+		g.Expect(ready.Message).To(MatchRegexp(`^The backup due at \S+ was skipped: stuck-\d+, created \S+, has not finished \(it has not started\)$`))
+	}, 30*time.Second, 250*time.Millisecond).Should(Succeed())
+	g.Expect(backupNames(t, env, ns)).To(ConsistOf("aged-3", "counted-2", HavePrefix("stuck-")), "one backup of the stuck schedule, none piled up behind it")
 }
 
 // schedule creates a suspended schedule (it takes no backup of its own) with retention.
