@@ -29,6 +29,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -76,6 +77,7 @@ type ScheduleReconciler struct {
 
 // +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=talosetcdbackupschedules;talosetcdbackupschedules/status,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=talosetcdbackups,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=taloscontrolplanes,verbs=get;list;watch
 
 // SetupWithManager registers the reconciler with mgr.
 func (r *ScheduleReconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, options controller.Options) error {
@@ -262,10 +264,15 @@ func (r *ScheduleReconciler) prune(ctx context.Context, s *controlplanev1.TalosE
 		keep = int(*s.Spec.Retention.Count)
 	}
 	now := r.now()
+	restoring, err := r.restoreSources(ctx, s.Namespace)
+	if err != nil {
+		return err
+	}
 	succeeded, failed := 0, 0
 	for i := range backups {
 		b := &backups[i]
-		prune := b.Annotations[controlplanev1.PruneAnnotation] != ""
+		marked := b.Annotations[controlplanev1.PruneAnnotation] != ""
+		prune := marked
 		switch b.Status.Phase {
 		case controlplanev1.EtcdBackupSucceeded:
 			succeeded++
@@ -275,7 +282,9 @@ func (r *ScheduleReconciler) prune(ctx context.Context, s *controlplanev1.TalosE
 			failed++
 			prune = prune || failed > keptFailures
 		}
-		if !prune {
+		// A control plane about to restore this backup keeps it until it has (a prune already
+		// begun is finished: its object may be gone).
+		if !prune || (!marked && restoring[b.Name]) {
 			continue
 		}
 		if err := r.pruneOne(ctx, b); err != nil {
@@ -283,6 +292,22 @@ func (r *ScheduleReconciler) prune(ctx context.Context, s *controlplanev1.TalosE
 		}
 	}
 	return nil
+}
+
+// restoreSources are the backups that control planes of namespace not yet initialized name
+// in spec.restoreFrom: they will be read when those control planes bootstrap.
+func (r *ScheduleReconciler) restoreSources(ctx context.Context, namespace string) (map[string]bool, error) {
+	tcps := &controlplanev1.TalosControlPlaneList{}
+	if err := r.Client.List(ctx, tcps, client.InNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	sources := map[string]bool{}
+	for _, tcp := range tcps.Items {
+		if tcp.Spec.RestoreFrom != nil && !ptr.Deref(tcp.Status.Initialization.ControlPlaneInitialized, false) {
+			sources[tcp.Spec.RestoreFrom.BackupName] = true
+		}
+	}
+	return sources, nil
 }
 
 // pruneOne marks b for deletion, deletes its object, then b.

@@ -36,7 +36,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
+	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
 	"github.com/talon-capi/talon/controlplane/reconcilers/talosetcdbackup"
 	"github.com/talon-capi/talon/test/envtest"
 	"github.com/talon-capi/talon/test/s3server"
@@ -49,7 +51,7 @@ func TestMain(m *testing.M) {
 // TestScheduleRetention runs the schedule reconciler against a real S3 server with backups
 // a schedule made earlier (their records written as the backup controller writes them):
 // maxAge prunes the backups older than it, record and object, but never the newest success,
-// however old; a store that refuses a prune leaves the schedule not Ready with PruneFailed,
+// however old, nor one that a control plane not yet initialized names in restoreFrom; a store that refuses a prune leaves the schedule not Ready with PruneFailed,
 // the backup marked and its object in place, and once the store accepts the credentials the
 // prune is finished without anyone touching the schedule. A backup that never finishes makes
 // the schedule skip the next ones and say so in its Ready condition.
@@ -68,15 +70,34 @@ func TestScheduleRetention(t *testing.T) {
 	}
 	storage := controlplanev1.EtcdBackupStorage{S3: controlplanev1.S3Storage{Endpoint: srv.Endpoint, Bucket: "backups", Prefix: "aged", CredentialsSecretName: "s3"}}
 
-	t.Log("maxAge 1h prunes the backups older than an hour, except the newest")
+	t.Log("maxAge 1h prunes the backups older than an hour, except the newest and one a new control plane is about to restore")
+	restoring := &controlplanev1.TalosControlPlane{ObjectMeta: metav1.ObjectMeta{Name: "restoring", Namespace: ns}, Spec: controlplanev1.TalosControlPlaneSpec{
+		Replicas: ptr.To[int32](1), Version: "v1.36.3",
+		MachineTemplate: controlplanev1.TalosControlPlaneMachineTemplate{Spec: controlplanev1.TalosControlPlaneMachineTemplateSpec{
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "TalosDockerMachineTemplate", Name: "restoring"},
+		}},
+		ControlPlaneConfig: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane},
+		RestoreFrom:        &controlplanev1.EtcdRestoreSource{BackupName: "aged-2"},
+	}}
+	g.Expect(env.Client.Create(ctx, restoring)).To(Succeed())
 	aged := schedule(t, env, ns, "aged", storage, controlplanev1.EtcdBackupRetention{Count: ptr.To[int32](10), MaxAge: &metav1.Duration{Duration: time.Hour}})
 	oldest := storedBackup(t, env, srv, aged, "aged-1", 3*time.Hour)
 	older := storedBackup(t, env, srv, aged, "aged-2", 2*time.Hour)
 	newest := storedBackup(t, env, srv, aged, "aged-3", 90*time.Minute)
 	g.Eventually(func(g Gomega) {
+		g.Expect(backupNames(t, env, ns)).To(ConsistOf("aged-2", "aged-3"))
+		g.Expect(objects(t, srv, "aged/")).To(ConsistOf(older, newest))
+	}, time.Minute, 250*time.Millisecond).Should(Succeed(), "%s pruned, %s kept for a restore, %s kept as the newest success", oldest, older, newest)
+	t.Log("Once that control plane is initialized, the next prune takes the backup it restored")
+	restoring.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
+	g.Expect(env.Client.Status().Update(ctx, restoring)).To(Succeed())
+	patch := client.MergeFrom(aged.DeepCopy())
+	aged.Spec.Retention.MaxAge = &metav1.Duration{Duration: 59 * time.Minute}
+	g.Expect(env.Client.Patch(ctx, aged, patch)).To(Succeed())
+	g.Eventually(func(g Gomega) {
 		g.Expect(backupNames(t, env, ns)).To(ConsistOf("aged-3"))
 		g.Expect(objects(t, srv, "aged/")).To(ConsistOf(newest))
-	}, time.Minute, 250*time.Millisecond).Should(Succeed(), "%s and %s pruned, %s kept as the newest success", oldest, older, newest)
+	}, time.Minute, 250*time.Millisecond).Should(Succeed())
 
 	t.Log("A store that refuses the prune: PruneFailed, the backup marked, its object kept; it finishes once the store accepts")
 	refused := storage
