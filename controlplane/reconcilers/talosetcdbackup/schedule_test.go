@@ -25,6 +25,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/types"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -106,12 +107,7 @@ func TestScheduleRetention(t *testing.T) {
 	first := storedBackup(t, env, srv, counted, "counted-1", 2*time.Minute)
 	second := storedBackup(t, env, srv, counted, "counted-2", time.Minute)
 	g.Eventually(func(g Gomega) {
-		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(counted), counted)).To(Succeed())
-		ready := conditions.Get(counted, clusterv1.ReadyCondition)
-		g.Expect(ready).NotTo(BeNil())
-		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(ready.Reason).To(Equal(talosetcdbackup.PruneFailedReason))
-		g.Expect(ready.Message).To(ContainSubstring("refused the credentials"))
+		expectNotReady(g, env, counted, talosetcdbackup.PruneFailedReason, ContainSubstring("refused the credentials"))
 		b := &controlplanev1.TalosEtcdBackup{}
 		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "counted-1"}, b)).To(Succeed())
 		g.Expect(b.Annotations).To(HaveKey(controlplanev1.PruneAnnotation), "marked before its object is deleted")
@@ -135,14 +131,21 @@ func TestScheduleRetention(t *testing.T) {
 		Spec: controlplanev1.TalosEtcdBackupScheduleSpec{ClusterName: "gone", Schedule: "@every 2s", Storage: storage}}
 	g.Expect(env.Client.Create(ctx, stuck)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(stuck), stuck)).To(Succeed())
-		ready := conditions.Get(stuck, clusterv1.ReadyCondition)
-		g.Expect(ready).NotTo(BeNil())
-		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(ready.Reason).To(Equal(talosetcdbackup.BackupSkippedReason))
-		g.Expect(ready.Message).To(MatchRegexp(`^The backup due at \S+ was skipped: stuck-\d+, created \S+, has not finished \(it has not started\)$`))
+		expectNotReady(g, env, stuck, talosetcdbackup.BackupSkippedReason,
+			MatchRegexp(`^The backup due at \S+ was skipped: stuck-\d+, created \S+, has not finished \(it has not started\)$`))
 	}, 30*time.Second, 250*time.Millisecond).Should(Succeed())
 	g.Expect(backupNames(t, env, ns)).To(ConsistOf("aged-3", "counted-2", HavePrefix("stuck-")), "one backup of the stuck schedule, none piled up behind it")
+}
+
+// expectNotReady expects the schedule's Ready condition False with reason and a message that
+// matches message.
+func expectNotReady(g Gomega, env *envtest.Environment, s *controlplanev1.TalosEtcdBackupSchedule, reason string, message types.GomegaMatcher) {
+	g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(s), s)).To(Succeed())
+	ready := conditions.Get(s, clusterv1.ReadyCondition)
+	g.Expect(ready).NotTo(BeNil())
+	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(ready.Reason).To(Equal(reason))
+	g.Expect(ready.Message).To(message)
 }
 
 // schedule creates a suspended schedule (it takes no backup of its own) with retention.
