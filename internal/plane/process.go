@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -28,6 +29,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -173,14 +175,28 @@ func answersOK(ctx context.Context, url string) error {
 	return nil
 }
 
-// freePort asks the kernel for a free port on the loopback interface.
+// handedOut are the ports freePort gave out in this process: two picks before either is
+// bound must not be the same port.
+var handedOut sync.Map
+
+// freePort finds a port that no socket of this machine uses, below the kernel's ephemeral
+// range (net.ipv4.ip_local_port_range, 32768-60999 by default): an outgoing connection never
+// takes such a port between the check and the process's bind, and the check binds every
+// address, as the managers do (":port"). Ports the kernel hands out (":0") come from the
+// ephemeral range, where either could happen; both were seen to fail a manager's start.
 func freePort(ctx context.Context) (int, error) {
-	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("failed to find a free port: %w", err)
+	for range 200 {
+		port := 20000 + rand.IntN(12000) //nolint:gosec // a port number, not a secret
+		if _, taken := handedOut.LoadOrStore(port, true); taken {
+			continue
+		}
+		l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", ":"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		return port, l.Close()
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	return port, l.Close()
+	return 0, errors.New("failed to find a free port between 20000 and 32000 in 200 tries")
 }
 
 // waitFor polls check every 100ms until it returns nil, the process dies or timeout passes.
