@@ -29,7 +29,7 @@ IMAGE_TAG ?= dev
 SIM_IMAGE ?= $(IMAGE_REGISTRY)/talon-sim:$(IMAGE_TAG)
 
 # The layers a test run must not skip (see docs/development.md).
-TALON_REQUIRE ?= envtest,docker,e2e,netns,qemu,talosctl
+TALON_REQUIRE ?= envtest,docker,e2e,netns,qemu,talosctl,kubelet
 TEST_TIMEOUT ?= 45m
 
 CONTROLLER_GEN := $(BIN)/controller-gen
@@ -38,9 +38,18 @@ GOTESTSUM := $(BIN)/gotestsum
 GOLANGCI_LINT := $(BIN)/golangci-lint
 KUBE_APISERVER := $(BIN)/kube-apiserver
 KUBE_CONTROLLER_MANAGER := $(BIN)/kube-controller-manager
+# The node of the kubelet-run management plane (internal/plane, docs/development.md).
+KUBE_SCHEDULER := $(BIN)/kube-scheduler
+KUBELET := $(BIN)/kubelet
+KUBE_PROXY := $(BIN)/kube-proxy
+CRI_DOCKERD := $(BIN)/cri-dockerd
+PAUSE_IMAGE ?= $(IMAGE_REGISTRY)/talon-pause:$(IMAGE_TAG)
 ETCD := $(BIN)/etcd
 CLUSTERCTL := $(BIN)/clusterctl
 CAPI_MANAGER := $(BIN)/cluster-api-manager
+# The image name of Cluster API's core manager in its releases (release-manifests writes it
+# into core-components.yaml; docker-build builds it from $(CAPI_MANAGER)).
+CAPI_IMAGE_NAME := registry.k8s.io/cluster-api/cluster-api-controller
 TALOSCTL := $(BIN)/talosctl
 # A second Kubernetes minor, for simulated nodes configured for it (docs/sim.md).
 KUBE_NEXT_APISERVER := $(BIN)/v1.37/kube-apiserver
@@ -60,7 +69,8 @@ SIDERO_CONTROLPLANE_MODULE := github.com/siderolabs/cluster-api-control-plane-pr
 TOOLS := $(CONTROLLER_GEN) $(KUSTOMIZE) $(GOTESTSUM) $(GOLANGCI_LINT) $(KUBE_APISERVER) \
 	$(KUBE_CONTROLLER_MANAGER) $(ETCD) $(CLUSTERCTL) $(CAPI_MANAGER) $(TALOSCTL) \
 	$(KUBE_NEXT_APISERVER) $(KUBE_NEXT_CONTROLLER_MANAGER) $(KUBE_PREV_APISERVER) $(KUBE_PREV_CONTROLLER_MANAGER) \
-	$(SIDERO_BOOTSTRAP_MANAGER) $(SIDERO_CONTROLPLANE_MANAGER) $(VERSITYGW)
+	$(SIDERO_BOOTSTRAP_MANAGER) $(SIDERO_CONTROLPLANE_MANAGER) $(VERSITYGW) \
+	$(KUBE_SCHEDULER) $(KUBELET) $(KUBE_PROXY) $(CRI_DOCKERD)
 
 ##@ General
 
@@ -112,7 +122,7 @@ tools: $(TOOLS) ## Build every pinned tool and management-plane binary into bin/
 ##@ Test
 
 .PHONY: test
-test: verify-gen lint release-manifests tools test-deps $(if $(findstring docker,$(TALON_REQUIRE)),sim-image) test-go ## Run verify-gen, lint and every test (the CI entry point)
+test: verify-gen lint release-manifests tools test-deps $(if $(findstring docker,$(TALON_REQUIRE)),sim-image) $(if $(findstring kubelet,$(TALON_REQUIRE)),pause-image) test-go ## Run verify-gen, lint and every test (the CI entry point)
 
 .PHONY: test-deps
 test-deps: ## Install the Debian packages the boot service's firmware test needs (QEMU, iPXE, OVMF), if missing
@@ -120,7 +130,7 @@ test-deps: ## Install the Debian packages the boot service's firmware test needs
 
 .PHONY: test-go
 test-go: $(TOOLS) ## Run the Go tests (unit and envtest) with gotestsum
-	KUBEBUILDER_ASSETS=$(BIN) TALON_REQUIRE=$(TALON_REQUIRE) TALON_SIM_IMAGE=$(SIM_IMAGE) \
+	KUBEBUILDER_ASSETS=$(BIN) TALON_REQUIRE=$(TALON_REQUIRE) TALON_SIM_IMAGE=$(SIM_IMAGE) TALON_PAUSE_IMAGE=$(PAUSE_IMAGE) \
 		$(GOTESTSUM) --format testname --format-hide-empty-pkg -- -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: test-e2e
@@ -148,9 +158,10 @@ release-manifests: $(KUSTOMIZE) ## Write the clusterctl components and metadata.
 	$(KUSTOMIZE) build config/bootstrap/default > $(OUT)/bootstrap-components.yaml
 	$(KUSTOMIZE) build config/controlplane/default > $(OUT)/control-plane-components.yaml
 	$(KUSTOMIZE) build config/infrastructure/default > $(OUT)/infrastructure-components.yaml
+	$(KUSTOMIZE) build config/infrastructure/metal-only > $(OUT)/infrastructure-components-metal-only.yaml
 	$(KUSTOMIZE) build config/controlplane/extension > $(OUT)/in-place-updates.yaml
 	cp metadata.yaml templates/cluster-template.yaml templates/cluster-template-metal.yaml templates/clusterclass-talos-docker.yaml $(OUT)/
-	@echo "Wrote $(OUT)/{bootstrap,control-plane,infrastructure}-components.yaml, in-place-updates.yaml, metadata.yaml, cluster-template{,-metal}.yaml and clusterclass-talos-docker.yaml"
+	@echo "Wrote $(OUT)/{bootstrap,control-plane,infrastructure}-components.yaml, infrastructure-components-metal-only.yaml, in-place-updates.yaml, metadata.yaml, cluster-template{,-metal}.yaml and clusterclass-talos-docker.yaml"
 	@# A clusterctl local repository of these files and the clusterctl.yaml that points at it:
 	@#   clusterctl init --config out/clusterctl.yaml --bootstrap talon --control-plane talon --infrastructure talon
 	@# Cluster API's core manager calls Talon's in-place update hooks with these two gates on.
@@ -165,7 +176,7 @@ release-manifests: $(KUSTOMIZE) ## Write the clusterctl components and metadata.
 	@# clusterctl init needs nothing from GitHub.
 	@capi=$$(go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api); capiv=$$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api); \
 		dir=$(OUT)/repository/cluster-api/$$capiv; mkdir -p $$dir; \
-		$(KUSTOMIZE) build $$capi/core/config/default > $$dir/core-components.yaml; \
+		$(KUSTOMIZE) build $$capi/core/config/default | sed "s#gcr.io/k8s-staging-cluster-api/cluster-api-controller:main#$(CAPI_IMAGE_NAME):$$capiv#" > $$dir/core-components.yaml; \
 		cp $$capi/metadata.yaml $$dir/; \
 		printf -- '- name: cluster-api\n  type: CoreProvider\n  url: file://%s/core-components.yaml\n' $$dir >> $(OUT)/clusterctl.yaml
 	@echo "Wrote the clusterctl repository $(OUT)/repository ($(RELEASE_VERSION)) and $(OUT)/clusterctl.yaml"
@@ -186,7 +197,10 @@ release-manifests: $(KUSTOMIZE) ## Write the clusterctl components and metadata.
 	@echo "Wrote Sidero's providers into $(OUT)/repository and $(OUT)/clusterctl-sidero.yaml"
 
 .PHONY: docker-build
-docker-build: ## Build the manager images FROM scratch (no image is pulled)
+docker-build: $(CAPI_MANAGER) ## Build the manager images FROM scratch (no image is pulled), and Cluster API's core manager's under the name its release uses
+	@capiv=$$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api); mkdir -p $(OUT)/images/cluster-api/bin; \
+		cp $(CAPI_MANAGER) $(OUT)/images/cluster-api/manager; \
+		docker build --quiet -f hack/Dockerfile.manager -t $(CAPI_IMAGE_NAME):$$capiv $(OUT)/images/cluster-api
 	@for p in $(PROVIDERS); do \
 		mkdir -p $(OUT)/images/$$p/bin; \
 		CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(OUT)/images/$$p/manager ./cmd/$$p-manager; \
@@ -203,6 +217,12 @@ sim-image: $(KUBE_APISERVER) $(KUBE_CONTROLLER_MANAGER) $(KUBE_NEXT_APISERVER) $
 	cp $(KUBE_APISERVER) $(KUBE_CONTROLLER_MANAGER) $(OUT)/sim-image/
 	cp $(KUBE_NEXT_APISERVER) $(KUBE_NEXT_CONTROLLER_MANAGER) $(OUT)/sim-image/v1.37/
 	docker build --quiet -f hack/Dockerfile.sim -t $(SIM_IMAGE) $(OUT)/sim-image
+
+.PHONY: pause-image
+pause-image: ## Build the Pod sandbox image of the kubelet-run management plane FROM scratch
+	@mkdir -p $(OUT)/pause-image
+	CGO_ENABLED=0 go build -trimpath -o $(OUT)/pause-image/pause ./hack/pause
+	docker build --quiet -f hack/pause/Dockerfile -t $(PAUSE_IMAGE) $(OUT)/pause-image
 
 .PHONY: clean
 clean: ## Remove out/ (bin/ keeps the cached tools; delete it by hand to rebuild them)
@@ -237,12 +257,21 @@ $(KUBE_PREV_APISERVER): hack/tools/kubernetes-1.35/go.mod hack/tools/kubernetes-
 	cd hack/tools/kubernetes-1.35 && CGO_ENABLED=0 go build -trimpath -ldflags "$(call kube_ldflags,hack/tools/kubernetes-1.35)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
 $(KUBE_PREV_CONTROLLER_MANAGER): hack/tools/kubernetes-1.35/go.mod hack/tools/kubernetes-1.35/go.sum
 	cd hack/tools/kubernetes-1.35 && CGO_ENABLED=0 go build -trimpath -ldflags "$(call kube_ldflags,hack/tools/kubernetes-1.35)" -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
+$(KUBE_SCHEDULER): hack/tools/kubernetes/go.mod hack/tools/kubernetes/go.sum
+	cd hack/tools/kubernetes && CGO_ENABLED=0 go build -trimpath -ldflags "$(call kube_ldflags,hack/tools/kubernetes)" -o $@ k8s.io/kubernetes/cmd/kube-scheduler
+$(KUBELET): hack/tools/kubernetes/go.mod hack/tools/kubernetes/go.sum
+	cd hack/tools/kubernetes && CGO_ENABLED=0 go build -trimpath -ldflags "$(call kube_ldflags,hack/tools/kubernetes)" -o $@ k8s.io/kubernetes/cmd/kubelet
+$(KUBE_PROXY): hack/tools/kubernetes/go.mod hack/tools/kubernetes/go.sum
+	cd hack/tools/kubernetes && CGO_ENABLED=0 go build -trimpath -ldflags "$(call kube_ldflags,hack/tools/kubernetes)" -o $@ k8s.io/kubernetes/cmd/kube-proxy
+# cri-dockerd is built as its own main module with one change (hack/tools/cri-dockerd/build.sh).
+$(CRI_DOCKERD): hack/tools/cri-dockerd/build.sh hack/tools/cri-dockerd/oom_score_adj.go.in
+	bash hack/tools/cri-dockerd/build.sh $@
 $(ETCD): hack/tools/etcd/go.mod hack/tools/etcd/go.sum
 	cd hack/tools/etcd && go build -o $@ go.etcd.io/etcd/server/v3
 $(CLUSTERCTL): hack/tools/capi/go.mod hack/tools/capi/go.sum
 	cd hack/tools/capi && go build -o $@ sigs.k8s.io/cluster-api/cmd/clusterctl
 $(CAPI_MANAGER): hack/tools/capi/go.mod hack/tools/capi/go.sum
-	cd hack/tools/capi && go build -o $@ sigs.k8s.io/cluster-api/core
+	cd hack/tools/capi && CGO_ENABLED=0 go build -trimpath -o $@ sigs.k8s.io/cluster-api/core
 # talosctl as Talos' release builds it; hack/tools/talosctl/go.mod carries Talos' own replace
 # directives (a module's replaces apply only in its main module, so "go install" refuses it).
 $(SIDERO_BOOTSTRAP_MANAGER): hack/tools/sidero/go.mod hack/tools/sidero/go.sum

@@ -17,6 +17,7 @@ limitations under the License.
 package plane
 
 import (
+	"cmp"
 	"context"
 	stdx509 "crypto/x509"
 	"encoding/json"
@@ -72,6 +73,8 @@ type state struct {
 	Managers      []Manager `json:"managers,omitempty"`
 	// External is set for a plane attached to a cluster the plane did not start.
 	External bool `json:"external,omitempty"`
+	// Node is set for a plane with a node (Options.Node).
+	Node *nodeState `json:"node,omitempty"`
 }
 
 // Options configure Start.
@@ -82,6 +85,15 @@ type Options struct {
 	BinDir string
 	// Log receives one line per step; nil discards them.
 	Log io.Writer
+	// Node makes the plane a real single-node Kubernetes cluster: kube-scheduler, a
+	// kubelet whose Pods are containers of this machine's Docker Engine (through
+	// cri-dockerd, on Docker's default bridge) and kube-proxy, with the binaries in BinDir.
+	// Providers then run as Deployments, as users run them. It changes the host while it
+	// runs (iptables chains, a few sysctls, mounts), and Stop puts all of it back; one
+	// Docker Engine runs one such node.
+	Node bool
+	// PauseImage is the Pod sandbox image of a node; DefaultPauseImage if empty.
+	PauseImage string
 }
 
 // Start runs etcd, kube-apiserver and kube-controller-manager and returns once the API
@@ -119,6 +131,12 @@ func Start(ctx context.Context, opts Options) (_ *Plane, err error) {
 			_ = p.Stop(context.WithoutCancel(ctx))
 		}
 	}()
+	pauseImage := cmp.Or(opts.PauseImage, DefaultPauseImage)
+	if opts.Node {
+		if err := p.prepareNode(ctx, pauseImage); err != nil {
+			return nil, err
+		}
+	}
 	if err := p.writePKI(); err != nil {
 		return nil, err
 	}
@@ -130,6 +148,11 @@ func Start(ctx context.Context, opts Options) (_ *Plane, err error) {
 	}
 	if err := p.startControllerManager(ctx); err != nil {
 		return nil, err
+	}
+	if opts.Node {
+		if err := p.startNode(ctx, pauseImage); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
 }
@@ -250,7 +273,8 @@ func (p *Plane) Client(opts client.Options) (client.Client, error) {
 	return client.New(cfg, opts)
 }
 
-// Stop stops every process of the plane, managers first, and keeps its files.
+// Stop stops every process of the plane, managers first, and keeps its files. A plane
+// with a node also removes its Pods' containers and puts the host back as it was.
 func (p *Plane) Stop(ctx context.Context) error {
 	var errs []error
 	for i := len(p.state.Processes) - 1; i >= 0; i-- {
@@ -260,7 +284,10 @@ func (p *Plane) Stop(ctx context.Context) error {
 		}
 		errs = append(errs, proc.stop(ctx, 20*time.Second))
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return p.cleanNode(ctx)
 }
 
 // Remove stops the plane and deletes its directory.
@@ -320,7 +347,7 @@ func (p *Plane) writePKI() error {
 		return err
 	}
 	loopback := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 96, 0, 1)}
-	serving, err := pki.Issue(ca, "kube-apiserver", loopback,
+	serving, err := pki.Issue(ca, "kube-apiserver", append(loopback, p.nodeSANs()...),
 		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 		[]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth})
 	if err != nil {
@@ -338,7 +365,13 @@ func (p *Plane) writePKI() error {
 	if err != nil {
 		return err
 	}
+	// A node's kubelet is who the Node authorizer and NodeRestriction know it as.
+	kubelet, err := pki.Issue(ca, "system:node:"+NodeName, nil, nil, []stdx509.ExtKeyUsage{stdx509.ExtKeyUsageClientAuth}, "system:nodes")
+	if err != nil {
+		return err
+	}
 	files := map[string][]byte{
+		p.pki("kubelet.crt"): kubelet.Crt, p.pki("kubelet.key"): kubelet.Key,
 		p.pki("ca.crt"): ca.Crt, p.pki("ca.key"): ca.Key,
 		p.pki("apiserver.crt"): serving.Crt, p.pki("apiserver.key"): serving.Key,
 		p.pki("admin.crt"): admin.Crt, p.pki("admin.key"): admin.Key,
@@ -408,35 +441,40 @@ func (p *Plane) startAPIServer(ctx context.Context) error {
 	p.state.APIServerPort = port
 	server := "https://127.0.0.1:" + strconv.Itoa(port)
 	p.logf("Starting kube-apiserver on %s\n", server)
-	proc, err := p.run(APIServerBinary, filepath.Join(p.state.BinDir, APIServerBinary), []string{
+	bind, advertise, authorization := "127.0.0.1", "127.0.0.1", "RBAC"
+	if node := p.state.Node; node != nil {
+		// Pods reach the API server at the host's address, behind the kubernetes Service,
+		// and the kubelet is authorized as a node.
+		bind, advertise, authorization = "0.0.0.0", node.HostIP, "Node,RBAC"
+	}
+	args := []string{
 		"--etcd-servers=" + string(etcdURL),
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port),
+		"--bind-address=" + bind, "--advertise-address=" + advertise, "--secure-port=" + strconv.Itoa(port),
 		"--tls-cert-file=" + p.pki("apiserver.crt"), "--tls-private-key-file=" + p.pki("apiserver.key"),
 		"--client-ca-file=" + p.pki("ca.crt"),
 		"--service-account-key-file=" + p.pki("sa.key"), "--service-account-signing-key-file=" + p.pki("sa.key"),
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-cluster-ip-range=" + serviceCIDR,
-		"--authorization-mode=RBAC", "--allow-privileged=true",
+		"--authorization-mode=" + authorization, "--allow-privileged=true",
 		"--profiling=false", "--v=0",
-	}, nil)
+	}
+	if p.state.Node != nil {
+		// The API server reaches the kubelet (logs, exec) at the node's address.
+		args = append(args, "--enable-admission-plugins=NodeRestriction",
+			"--kubelet-client-certificate="+p.pki("admin.crt"), "--kubelet-client-key="+p.pki("admin.key"),
+			"--kubelet-preferred-address-types=InternalIP,Hostname")
+	}
+	proc, err := p.run(APIServerBinary, filepath.Join(p.state.BinDir, APIServerBinary), args, nil)
 	if err != nil {
 		return err
 	}
-	ca, err := p.CA()
-	if err != nil {
+	if err := p.writeKubeconfig(p.Kubeconfig(), server, "talon-admin", "admin"); err != nil {
 		return err
 	}
-	kubeconfig, err := clientcmd.Write(clientcmdapi.Config{
-		Clusters:       map[string]*clientcmdapi.Cluster{"talon-local": {Server: server, CertificateAuthorityData: ca}},
-		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"talon-admin": {ClientCertificate: p.pki("admin.crt"), ClientKey: p.pki("admin.key")}},
-		Contexts:       map[string]*clientcmdapi.Context{"talon-local": {Cluster: "talon-local", AuthInfo: "talon-admin"}},
-		CurrentContext: "talon-local",
-	})
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(p.Kubeconfig(), kubeconfig, 0o600); err != nil {
-		return err
+	if p.state.Node != nil {
+		if err := p.writeKubeconfig(filepath.Join(p.dir, "kubelet.kubeconfig"), server, "system:node:"+NodeName, "kubelet"); err != nil {
+			return err
+		}
 	}
 	if err := p.save(); err != nil {
 		return err
@@ -474,6 +512,9 @@ func (p *Plane) startControllerManager(ctx context.Context) error {
 		"--service-account-private-key-file=" + p.pki("sa.key"), "--root-ca-file=" + p.pki("ca.crt"),
 		"--cluster-signing-cert-file=" + p.pki("ca.crt"), "--cluster-signing-key-file=" + p.pki("ca.key"),
 		"--leader-elect=false", "--profiling=false", "--v=0",
+		// Each controller acts as its own service account, as in a real cluster (it
+		// matters to RBAC only where Pods run).
+		"--use-service-account-credentials=" + strconv.FormatBool(p.state.Node != nil),
 	}, nil)
 	if err != nil {
 		return err
@@ -485,6 +526,25 @@ func (p *Plane) startControllerManager(ctx context.Context) error {
 	return waitFor(ctx, proc, 90*time.Second, "running its controllers", func(ctx context.Context) error {
 		return c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kube-root-ca.crt"}, &corev1.ConfigMap{})
 	})
+}
+
+// writeKubeconfig writes a kubeconfig for server with the plane's client certificate
+// pki/<cert>.crt (and .key) as user.
+func (p *Plane) writeKubeconfig(path, server, user, cert string) error {
+	ca, err := p.CA()
+	if err != nil {
+		return err
+	}
+	kubeconfig, err := clientcmd.Write(clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"talon-local": {Server: server, CertificateAuthorityData: ca}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{user: {ClientCertificate: p.pki(cert + ".crt"), ClientKey: p.pki(cert + ".key")}},
+		Contexts:       map[string]*clientcmdapi.Context{"talon-local": {Cluster: "talon-local", AuthInfo: user}},
+		CurrentContext: "talon-local",
+	})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, kubeconfig, 0o600)
 }
 
 // withCodecs fills in what an unversioned REST client needs.
