@@ -44,11 +44,14 @@ KUBELET := $(BIN)/kubelet
 KUBE_PROXY := $(BIN)/kube-proxy
 CRI_DOCKERD := $(BIN)/cri-dockerd
 PAUSE_IMAGE ?= $(IMAGE_REGISTRY)/talon-pause:$(IMAGE_TAG)
+# Helm, pinned in hack/tools/helm/go.mod; it renders cert-manager's install manifest.
+HELM := $(BIN)/helm
 ETCD := $(BIN)/etcd
 CLUSTERCTL := $(BIN)/clusterctl
 CAPI_MANAGER := $(BIN)/cluster-api-manager
 # The image name of Cluster API's core manager in its releases (release-manifests writes it
-# into core-components.yaml; docker-build builds it from $(CAPI_MANAGER)).
+# into core-components.yaml, with the release's pull policy IfNotPresent; docker-build
+# builds it from $(CAPI_MANAGER)).
 CAPI_IMAGE_NAME := registry.k8s.io/cluster-api/cluster-api-controller
 TALOSCTL := $(BIN)/talosctl
 # A second Kubernetes minor, for simulated nodes configured for it (docs/sim.md).
@@ -70,7 +73,7 @@ TOOLS := $(CONTROLLER_GEN) $(KUSTOMIZE) $(GOTESTSUM) $(GOLANGCI_LINT) $(KUBE_API
 	$(KUBE_CONTROLLER_MANAGER) $(ETCD) $(CLUSTERCTL) $(CAPI_MANAGER) $(TALOSCTL) \
 	$(KUBE_NEXT_APISERVER) $(KUBE_NEXT_CONTROLLER_MANAGER) $(KUBE_PREV_APISERVER) $(KUBE_PREV_CONTROLLER_MANAGER) \
 	$(SIDERO_BOOTSTRAP_MANAGER) $(SIDERO_CONTROLPLANE_MANAGER) $(VERSITYGW) \
-	$(KUBE_SCHEDULER) $(KUBELET) $(KUBE_PROXY) $(CRI_DOCKERD)
+	$(KUBE_SCHEDULER) $(KUBELET) $(KUBE_PROXY) $(CRI_DOCKERD) $(HELM)
 
 ##@ General
 
@@ -122,7 +125,7 @@ tools: $(TOOLS) ## Build every pinned tool and management-plane binary into bin/
 ##@ Test
 
 .PHONY: test
-test: verify-gen lint release-manifests tools test-deps $(if $(findstring docker,$(TALON_REQUIRE)),sim-image) $(if $(findstring kubelet,$(TALON_REQUIRE)),pause-image) test-go ## Run verify-gen, lint and every test (the CI entry point)
+test: verify-gen lint release-manifests tools test-deps $(if $(findstring docker,$(TALON_REQUIRE)),sim-image) $(if $(findstring kubelet,$(TALON_REQUIRE)),pause-image docker-build cert-manager) test-go ## Run verify-gen, lint and every test (the CI entry point)
 
 .PHONY: test-deps
 test-deps: ## Install the Debian packages the boot service's firmware test needs (QEMU, iPXE, OVMF), if missing
@@ -176,7 +179,8 @@ release-manifests: $(KUSTOMIZE) ## Write the clusterctl components and metadata.
 	@# clusterctl init needs nothing from GitHub.
 	@capi=$$(go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api); capiv=$$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api); \
 		dir=$(OUT)/repository/cluster-api/$$capiv; mkdir -p $$dir; \
-		$(KUSTOMIZE) build $$capi/core/config/default | sed "s#gcr.io/k8s-staging-cluster-api/cluster-api-controller:main#$(CAPI_IMAGE_NAME):$$capiv#" > $$dir/core-components.yaml; \
+		$(KUSTOMIZE) build $$capi/core/config/default | sed -e "s#gcr.io/k8s-staging-cluster-api/cluster-api-controller:main#$(CAPI_IMAGE_NAME):$$capiv#" \
+			-e "s#imagePullPolicy: Always#imagePullPolicy: IfNotPresent#" > $$dir/core-components.yaml; \
 		cp $$capi/metadata.yaml $$dir/; \
 		printf -- '- name: cluster-api\n  type: CoreProvider\n  url: file://%s/core-components.yaml\n' $$dir >> $(OUT)/clusterctl.yaml
 	@echo "Wrote the clusterctl repository $(OUT)/repository ($(RELEASE_VERSION)) and $(OUT)/clusterctl.yaml"
@@ -206,7 +210,10 @@ docker-build: $(CAPI_MANAGER) ## Build the manager images FROM scratch (no image
 		CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(OUT)/images/$$p/manager ./cmd/$$p-manager; \
 		docker build --quiet -f hack/Dockerfile.manager -t $(IMAGE_REGISTRY)/talon-$$p-manager:$(IMAGE_TAG) $(OUT)/images/$$p; \
 	done
-	@# The infrastructure image also runs the Docker clusters' load balancers: 'talon lb'.
+	@# The infrastructure image also runs the Docker clusters' load balancers ('talon lb'),
+	@# and its manager names it as their image.
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS) -X github.com/talon-capi/talon/infrastructure/setup.imageOfThisBuild=$(IMAGE_REGISTRY)/talon-infrastructure-manager:$(IMAGE_TAG)" \
+		-o $(OUT)/images/infrastructure/manager ./cmd/infrastructure-manager
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(OUT)/images/infrastructure/bin/talon ./cmd/talon
 	docker build --quiet -f hack/Dockerfile.manager -t $(IMAGE_REGISTRY)/talon-infrastructure-manager:$(IMAGE_TAG) $(OUT)/images/infrastructure
 
@@ -223,6 +230,10 @@ pause-image: ## Build the Pod sandbox image of the kubelet-run management plane 
 	@mkdir -p $(OUT)/pause-image
 	CGO_ENABLED=0 go build -trimpath -o $(OUT)/pause-image/pause ./hack/pause
 	docker build --quiet -f hack/pause/Dockerfile -t $(PAUSE_IMAGE) $(OUT)/pause-image
+
+.PHONY: cert-manager
+cert-manager: $(HELM) ## Build cert-manager from its module into out/cert-manager (binaries, install manifest) and its images FROM scratch
+	HELM=$(HELM) bash hack/tools/cert-manager/build.sh $(OUT)/cert-manager
 
 .PHONY: clean
 clean: ## Remove out/ (bin/ keeps the cached tools; delete it by hand to rebuild them)
@@ -266,6 +277,10 @@ $(KUBE_PROXY): hack/tools/kubernetes/go.mod hack/tools/kubernetes/go.sum
 # cri-dockerd is built as its own main module with one change (hack/tools/cri-dockerd/build.sh).
 $(CRI_DOCKERD): hack/tools/cri-dockerd/build.sh hack/tools/cri-dockerd/oom_score_adj.go.in
 	bash hack/tools/cri-dockerd/build.sh $@
+# Helm as its release reports itself (version, and the Kubernetes version charts are checked against).
+$(HELM): hack/tools/helm/go.mod hack/tools/helm/go.sum
+	cd hack/tools/helm && CGO_ENABLED=0 go build -trimpath -ldflags "-X helm.sh/helm/v3/internal/version.version=$$(go list -m -f '{{.Version}}' helm.sh/helm/v3) \
+		-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=36" -o $@ helm.sh/helm/v3/cmd/helm
 $(ETCD): hack/tools/etcd/go.mod hack/tools/etcd/go.sum
 	cd hack/tools/etcd && go build -o $@ go.etcd.io/etcd/server/v3
 $(CLUSTERCTL): hack/tools/capi/go.mod hack/tools/capi/go.sum

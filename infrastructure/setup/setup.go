@@ -67,15 +67,24 @@ type Settings struct {
 	serverIP, dhcpMode, poolStart, poolEnd, poolNetmask, poolRouter string
 }
 
+// imageOfThisBuild is the image this binary is built into, when the build says so
+// (`make docker-build` sets it with -ldflags -X); the manager's image runs the Docker
+// clusters' load balancers.
+var imageOfThisBuild string
+
 // NewSettings returns the defaults: Docker, and the manager's own image as load balancer.
 func NewSettings() *Settings {
-	tag := version.Get().GitVersion
-	if tag == "" || tag == "dev" {
-		tag = "dev"
+	lbImage := imageOfThisBuild
+	if lbImage == "" {
+		tag := version.Get().GitVersion
+		if tag == "" {
+			tag = "dev"
+		}
+		lbImage = "ghcr.io/talon-capi/talon-infrastructure-manager:" + tag
 	}
 	return &Settings{
 		Runtime:           RuntimeDocker,
-		LoadBalancerImage: "ghcr.io/talon-capi/talon-infrastructure-manager:" + tag,
+		LoadBalancerImage: lbImage,
 		SimStateDir:       filepath.Join(os.TempDir(), "talon-sim"),
 		Metal: metal.Settings{
 			AssetDir:    "/var/lib/talon/boot-assets",

@@ -38,6 +38,7 @@ import (
 	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
 	dockerruntime "github.com/talon-capi/talon/infrastructure/docker/runtime"
 	"github.com/talon-capi/talon/internal/plane"
+	testclusters "github.com/talon-capi/talon/test/clusters"
 	dockertest "github.com/talon-capi/talon/test/docker"
 )
 
@@ -86,7 +87,7 @@ func TestClusterPerContract(t *testing.T) {
 			cluster := &clusterv1.Cluster{}
 			g.Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.name}, cluster)).To(Succeed())
 			g.Expect(conditions.IsTrue(cluster, clusterv1.AvailableCondition)).To(BeTrue(), "Cluster %s Available", c.name)
-			machines := usableMachines(ctx, g, mgmt, ns, c.name)
+			machines := testclusters.UsableMachines(ctx, g, mgmt, ns, c.name)
 			g.Expect(machines).To(HaveLen(2))
 			for _, m := range machines {
 				g.Expect(m.Status.NodeInfo).NotTo(BeNil())

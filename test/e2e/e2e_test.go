@@ -50,6 +50,7 @@ import (
 	dockerruntime "github.com/talon-capi/talon/infrastructure/docker/runtime"
 	"github.com/talon-capi/talon/internal/plane"
 	"github.com/talon-capi/talon/internal/quickstart"
+	"github.com/talon-capi/talon/test/clusters"
 	dockertest "github.com/talon-capi/talon/test/docker"
 	"github.com/talon-capi/talon/test/envtest"
 	"github.com/talon-capi/talon/test/require"
@@ -215,7 +216,7 @@ func (s *suite) quickstart() client.Client {
 
 	t.Log("kubectl --kubeconfig _out/e2e/kubeconfig get nodes: three Ready nodes")
 	workload := s.client(filepath.Join(clusterDir, "kubeconfig"))
-	g.Eventually(func(g Gomega) { g.Expect(readyNodes(s.t.Context(), g, workload)).To(HaveLen(3)) }).
+	g.Eventually(func(g Gomega) { g.Expect(clusters.ReadyNodes(s.t.Context(), g, workload)).To(HaveLen(3)) }).
 		WithTimeout(time.Minute).Should(Succeed())
 
 	t.Logf("The same through the port the host publishes (https://127.0.0.1:%d), the certificate verified", apiPort)
@@ -231,7 +232,7 @@ func (s *suite) quickstart() client.Client {
 	g.Expect(hostConfig.CAData).NotTo(BeEmpty())
 	fromHost, err := client.New(hostConfig, client.Options{Scheme: quickstart.Scheme})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Eventually(func(g Gomega) { g.Expect(readyNodes(s.t.Context(), g, fromHost)).To(HaveLen(3)) }).
+	g.Eventually(func(g Gomega) { g.Expect(clusters.ReadyNodes(s.t.Context(), g, fromHost)).To(HaveLen(3)) }).
 		WithTimeout(time.Minute).Should(Succeed())
 
 	t.Log("The plane's Deployments are scaled to zero: their managers run as local processes")
@@ -293,8 +294,8 @@ func (s *suite) scaleWorkers(mgmt client.Client) {
 		md.Spec.Replicas = ptr.To(replicas)
 		s.g.Expect(mgmt.Patch(ctx, md, patch)).To(Succeed())
 		s.g.Eventually(func(g Gomega) {
-			g.Expect(usableMachines(ctx, g, mgmt, "default", "e2e")).To(HaveLen(1 + int(replicas)))
-			g.Expect(readyNodes(ctx, g, workload)).To(HaveLen(1 + int(replicas)))
+			g.Expect(clusters.UsableMachines(ctx, g, mgmt, "default", "e2e")).To(HaveLen(1 + int(replicas)))
+			g.Expect(clusters.ReadyNodes(ctx, g, workload)).To(HaveLen(1 + int(replicas)))
 		}).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		s.t.Logf("Workers scaled to %d in %s", replicas, time.Since(start).Round(time.Second))
 	}
@@ -333,7 +334,7 @@ func (s *suite) topologyUpgrade(mgmt client.Client) {
 	}})).To(Succeed())
 	start := time.Now()
 	g.Eventually(func(g Gomega) {
-		g.Expect(usableMachines(ctx, g, mgmt, ns, name)).To(HaveLen(2))
+		g.Expect(clusters.UsableMachines(ctx, g, mgmt, ns, name)).To(HaveLen(2))
 	}).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	s.t.Logf("ClusterClass cluster ready in %s", time.Since(start).Round(time.Second))
 
@@ -344,7 +345,7 @@ func (s *suite) topologyUpgrade(mgmt client.Client) {
 	g.Expect(mgmt.Patch(ctx, cluster, patch)).To(Succeed())
 	start = time.Now()
 	g.Eventually(func(g Gomega) {
-		machines := usableMachines(ctx, g, mgmt, ns, name)
+		machines := clusters.UsableMachines(ctx, g, mgmt, ns, name)
 		g.Expect(machines).To(HaveLen(2))
 		for _, m := range machines {
 			g.Expect(m.Spec.Version).To(Equal(newVersion), "Machine %s", m.Name)
@@ -366,7 +367,7 @@ func (s *suite) move(mgmt client.Client) {
 	g.Expect(quickstart.InstallProviders(ctx, target, s.clusterctl, quickstart.RuntimeDocker)).To(Succeed())
 	to := s.client(target.Kubeconfig())
 
-	machinesBefore := names(usableMachines(ctx, g, mgmt, ns, name))
+	machinesBefore := names(clusters.UsableMachines(ctx, g, mgmt, ns, name))
 	secretsBefore := secretData(ctx, g, mgmt, ns)
 	containersBefore, err := dockertest.Docker(ctx, "ps", "--quiet", "--no-trunc", "--filter", "label="+dockerruntime.LabelCluster+"="+name)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -384,7 +385,7 @@ func (s *suite) move(mgmt client.Client) {
 		g.Expect(to.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cluster)).To(Succeed())
 		g.Expect(cluster.Spec.Paused).To(Or(BeNil(), HaveValue(BeFalse())))
 		g.Expect(conditions.IsTrue(cluster, clusterv1.AvailableCondition)).To(BeTrue(), "Cluster Available")
-		g.Expect(names(usableMachines(ctx, g, to, ns, name))).To(Equal(machinesBefore))
+		g.Expect(names(clusters.UsableMachines(ctx, g, to, ns, name))).To(Equal(machinesBefore))
 	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	g.Expect(secretData(ctx, g, to, ns)).To(Equal(secretsBefore), "secrets moved unchanged")
 	containersAfter, err := dockertest.Docker(ctx, "ps", "--quiet", "--no-trunc", "--filter", "label="+dockerruntime.LabelCluster+"="+name)
@@ -433,35 +434,6 @@ func freeHostPort(t *testing.T) int {
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-// usableMachines are the Cluster's Machines, each Running with a Node and Ready.
-func usableMachines(ctx context.Context, g Gomega, c client.Client, ns, cluster string) []clusterv1.Machine {
-	list := &clusterv1.MachineList{}
-	g.Expect(c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster})).To(Succeed())
-	for i := range list.Items {
-		m := &list.Items[i]
-		g.Expect(m.DeletionTimestamp.IsZero()).To(BeTrue(), "Machine %s is being deleted", m.Name)
-		g.Expect(m.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)), "Machine %s", m.Name)
-		g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "Machine %s has a Node", m.Name)
-		g.Expect(conditions.IsTrue(m, clusterv1.ReadyCondition)).To(BeTrue(), "Machine %s Ready", m.Name)
-	}
-	return list.Items
-}
-
-// readyNodes are the names of the workload cluster's Ready Nodes.
-func readyNodes(ctx context.Context, g Gomega, c client.Client) []string {
-	nodes := &corev1.NodeList{}
-	g.Expect(c.List(ctx, nodes)).To(Succeed())
-	var ready []string
-	for _, n := range nodes.Items {
-		for _, cond := range n.Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				ready = append(ready, n.Name)
-			}
-		}
-	}
-	return ready
 }
 
 // names are the Machines' names, sorted.
@@ -530,7 +502,7 @@ func TestUpOnAnExistingCluster(t *testing.T) {
 	s.g.Expect(out).To(ContainSubstring("has no Talon: installing Cluster API and Talon there"))
 	s.g.Expect(out).To(ContainSubstring("Cluster attached is ready"))
 	c := s.client(existing.Kubeconfig())
-	s.g.Expect(usableMachines(ctx, s.g, c, "default", "attached")).To(HaveLen(2))
+	s.g.Expect(clusters.UsableMachines(ctx, s.g, c, "default", "attached")).To(HaveLen(2))
 
 	s.talon("down", "--out", s.out)
 	s.g.Expect(existing.Running()).To(BeTrue(), "the existing cluster keeps running")

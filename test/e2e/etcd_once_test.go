@@ -45,6 +45,7 @@ import (
 	"github.com/talon-capi/talon/internal/pki"
 	"github.com/talon-capi/talon/internal/plane"
 	"github.com/talon-capi/talon/internal/quickstart"
+	"github.com/talon-capi/talon/test/clusters"
 	dockertest "github.com/talon-capi/talon/test/docker"
 )
 
@@ -132,7 +133,7 @@ func TestEtcdBootstrappedOnce(t *testing.T) {
 	s.holdOutage(mgmt, tcpKey, first.Name, recorded)
 	s.unpause(name, first.Name)
 	g.Eventually(func(g Gomega) {
-		g.Expect(usableMachines(ctx, g, mgmt, ns, name)).To(HaveLen(3))
+		g.Expect(clusters.UsableMachines(ctx, g, mgmt, ns, name)).To(HaveLen(3))
 		g.Expect(mgmt.Get(ctx, tcpKey, tcp)).To(Succeed())
 		g.Expect(conditions.IsTrue(tcp, controlplanev1.EtcdClusterHealthyCondition)).To(BeTrue(), "EtcdClusterHealthy")
 	}).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
@@ -141,7 +142,7 @@ func TestEtcdBootstrappedOnce(t *testing.T) {
 	t.Log("3. clusterctl move to a second management plane: the TalosControlPlane starts there without status")
 	target := s.plane("target")
 	to := s.client(target.Kubeconfig())
-	before := names(usableMachines(ctx, g, mgmt, ns, name))
+	before := names(clusters.UsableMachines(ctx, g, mgmt, ns, name))
 	_, err = plane.RunClusterctl(ctx, bin, source.Kubeconfig(), nil, testWriter{t}, "move", "--namespace", ns, "--to-kubeconfig", target.Kubeconfig())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func(g Gomega) {
@@ -151,7 +152,7 @@ func TestEtcdBootstrappedOnce(t *testing.T) {
 		g.Expect(conditions.IsTrue(moved, controlplanev1.EtcdClusterHealthyCondition)).To(BeTrue(), "EtcdClusterHealthy")
 		g.Expect(moved.Annotations).To(HaveKeyWithValue(controlplanev1.BootstrapMachineAnnotation, first.Name))
 		g.Expect(moved.Annotations).To(HaveKeyWithValue(controlplanev1.EtcdClusterAnnotation, recorded))
-		g.Expect(names(usableMachines(ctx, g, to, ns, name))).To(Equal(before))
+		g.Expect(names(clusters.UsableMachines(ctx, g, to, ns, name))).To(Equal(before))
 	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	s.expectOneEtcdCluster(to, bundle, ns, name)
 

@@ -36,6 +36,7 @@ import (
 	dockerruntime "github.com/talon-capi/talon/infrastructure/docker/runtime"
 	"github.com/talon-capi/talon/internal/plane"
 	"github.com/talon-capi/talon/internal/quickstart"
+	"github.com/talon-capi/talon/test/clusters"
 	dockertest "github.com/talon-capi/talon/test/docker"
 )
 
@@ -74,7 +75,7 @@ func (s *suite) updateInPlace(mgmt client.Client) {
 		g.Expect(handlers).To(HaveLen(3), "CanUpdateMachineSet, CanUpdateMachine and UpdateMachine discovered")
 	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 
-	before := usableMachines(ctx, g, mgmt, "default", "e2e")
+	before := clusters.UsableMachines(ctx, g, mgmt, "default", "e2e")
 	g.Expect(before).To(HaveLen(3))
 	for _, m := range before {
 		g.Expect(m.Spec.Version).To(Equal(quickstartVersion), "Machine %s", m.Name)
@@ -90,7 +91,7 @@ func (s *suite) updateInPlace(mgmt client.Client) {
 	start = time.Now()
 	s.patch(mgmt, &clusterv1.MachineDeployment{}, "e2e-workers", fmt.Sprintf(`{"spec":{"template":{"spec":{"version":%q}}}}`, inPlaceVersion))
 	s.waitVersions(mgmt, workload, inPlaceVersion, "")
-	after := usableMachines(ctx, g, mgmt, "default", "e2e")
+	after := clusters.UsableMachines(ctx, g, mgmt, "default", "e2e")
 	g.Expect(names(after)).To(Equal(names(before)), "no Machine replaced")
 	g.Expect(s.containers()).To(Equal(containers), "no container replaced")
 	for _, m := range after {
@@ -110,7 +111,7 @@ func (s *suite) updateInPlace(mgmt client.Client) {
 	start = time.Now()
 	s.patch(mgmt, &clusterv1.MachineDeployment{}, "e2e-workers", fmt.Sprintf(`{"spec":{"template":{"spec":{"version":%q}}}}`, replacementVersion))
 	s.waitVersions(mgmt, workload, replacementVersion, "")
-	replaced := usableMachines(ctx, g, mgmt, "default", "e2e")
+	replaced := clusters.UsableMachines(ctx, g, mgmt, "default", "e2e")
 	for _, m := range replaced {
 		_, cp := m.Labels[clusterv1.MachineControlPlaneLabel]
 		g.Expect(slices.Contains(names(before), m.Name)).To(Equal(cp), "Machine %s: the control plane's stays, workers are new", m.Name)
@@ -132,7 +133,7 @@ func (s *suite) waitVersions(mgmt, workload client.Client, version, label string
 	s.t.Helper()
 	ctx := s.t.Context()
 	s.g.Eventually(func(g Gomega) {
-		machines := usableMachines(ctx, g, mgmt, "default", "e2e")
+		machines := clusters.UsableMachines(ctx, g, mgmt, "default", "e2e")
 		g.Expect(machines).To(HaveLen(3))
 		for _, m := range machines {
 			if _, ok := m.Labels[label]; label != "" && !ok {

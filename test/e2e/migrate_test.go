@@ -35,6 +35,7 @@ import (
 	"github.com/talon-capi/talon/controlplane/reconcilers/taloscontrolplane"
 	dockerruntime "github.com/talon-capi/talon/infrastructure/docker/runtime"
 	"github.com/talon-capi/talon/internal/quickstart"
+	"github.com/talon-capi/talon/test/clusters"
 	dockertest "github.com/talon-capi/talon/test/docker"
 )
 
@@ -58,8 +59,8 @@ func TestMigrateFromSidero(t *testing.T) {
 	t.Log("1. Their providers make a 3 + 1 cluster")
 	workload := s.sideroWorkload(mgmt, ns, name)
 	g.Eventually(func(g Gomega) {
-		g.Expect(usableMachines(ctx, g, mgmt, ns, name)).To(HaveLen(4))
-		g.Expect(readyNodes(ctx, g, workload)).To(HaveLen(4))
+		g.Expect(clusters.UsableMachines(ctx, g, mgmt, ns, name)).To(HaveLen(4))
+		g.Expect(clusters.ReadyNodes(ctx, g, workload)).To(HaveLen(4))
 	}).WithTimeout(8 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 	theirs := s.expectSideroControlPlane(mgmt, ns, name, sideroVersion)
 	machinesBefore := machineUIDs(ctx, g, mgmt, ns, name)
@@ -85,7 +86,7 @@ func TestMigrateFromSidero(t *testing.T) {
 		}
 	}).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 	g.Expect(machineUIDs(ctx, g, mgmt, ns, name)).To(Equal(machinesBefore), "no Machine replaced or removed")
-	usableMachines(ctx, g, mgmt, ns, name)
+	clusters.UsableMachines(ctx, g, mgmt, ns, name)
 	id, _, err := etcdCluster(ctx, bundle, s.machineAddress(mgmt, ns, theirs[0]))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(id).To(Equal(etcdID), "the same etcd cluster: never bootstrapped again")

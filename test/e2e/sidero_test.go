@@ -44,6 +44,7 @@ import (
 	dockerruntime "github.com/talon-capi/talon/infrastructure/docker/runtime"
 	"github.com/talon-capi/talon/internal/plane"
 	"github.com/talon-capi/talon/internal/quickstart"
+	"github.com/talon-capi/talon/test/clusters"
 	dockertest "github.com/talon-capi/talon/test/docker"
 	"github.com/talon-capi/talon/test/envtest"
 )
@@ -78,8 +79,8 @@ func TestSideroProviders(t *testing.T) {
 	t.Log("1. Their providers make a 1 + 2 cluster: every Machine Running with a Ready Node")
 	workload := s.sideroWorkload(mgmt, ns, name)
 	g.Eventually(func(g Gomega) {
-		g.Expect(usableMachines(ctx, g, mgmt, ns, name)).To(HaveLen(3))
-		g.Expect(readyNodes(ctx, g, workload)).To(HaveLen(3))
+		g.Expect(clusters.UsableMachines(ctx, g, mgmt, ns, name)).To(HaveLen(3))
+		g.Expect(clusters.ReadyNodes(ctx, g, workload)).To(HaveLen(3))
 	}).WithTimeout(5 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 
 	t.Log("2. Their control plane scales 1 -> 3, each new node joining etcd")
@@ -204,7 +205,7 @@ func (s *suite) expectControlPlane(c client.Client, gvk schema.GroupVersionKind,
 	bundle := s.sideroBundle(c, ns, name)
 	var machines []clusterv1.Machine
 	s.g.Eventually(func(g Gomega) {
-		usableMachines(ctx, g, c, ns, name)
+		clusters.UsableMachines(ctx, g, c, ns, name)
 		machines = controlPlaneMachines(ctx, g, c, ns, name)
 		g.Expect(machines).To(HaveLen(n))
 		for _, m := range machines {
