@@ -205,13 +205,14 @@ docker-build: $(CAPI_MANAGER) ## Build the manager images FROM scratch (no image
 	@capiv=$$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api); mkdir -p $(OUT)/images/cluster-api/bin; \
 		cp $(CAPI_MANAGER) $(OUT)/images/cluster-api/manager; \
 		docker build --quiet -f hack/Dockerfile.manager -t $(CAPI_IMAGE_NAME):$$capiv $(OUT)/images/cluster-api
-	@for p in $(PROVIDERS); do \
+	@for p in bootstrap controlplane; do \
 		mkdir -p $(OUT)/images/$$p/bin; \
 		CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(OUT)/images/$$p/manager ./cmd/$$p-manager; \
 		docker build --quiet -f hack/Dockerfile.manager -t $(IMAGE_REGISTRY)/talon-$$p-manager:$(IMAGE_TAG) $(OUT)/images/$$p; \
 	done
 	@# The infrastructure image also runs the Docker clusters' load balancers ('talon lb'),
 	@# and its manager names it as their image.
+	@mkdir -p $(OUT)/images/infrastructure/bin
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS) -X github.com/talon-capi/talon/infrastructure/setup.imageOfThisBuild=$(IMAGE_REGISTRY)/talon-infrastructure-manager:$(IMAGE_TAG)" \
 		-o $(OUT)/images/infrastructure/manager ./cmd/infrastructure-manager
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(OUT)/images/infrastructure/bin/talon ./cmd/talon

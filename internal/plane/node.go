@@ -73,6 +73,16 @@ var dockerUserRules = [][]string{
 	{"-i", "br-+", "-o", "docker0", "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT"},
 }
 
+// kubeletHostDirs are the host directories the kubelet makes whatever its root directory:
+// its device plugins' socket directory lives under /var/lib/kubelet, and it links every
+// container's log from /var/log/containers.
+var kubeletHostDirs = []string{"/var/lib/kubelet", "/var/log/containers"}
+
+// nodeLockPath is the lock a plane with a node holds while it runs, so that two on one
+// machine (say, tests of two packages run in parallel) take turns: they would share the
+// Docker Engine's Pods, the kubelet's host directories and kube-proxy's chains.
+const nodeLockPath = "/run/talon-plane-node.lock"
+
 // nodeState is what a plane with a node records about its host, so that Stop puts it
 // back as it found it.
 type nodeState struct {
@@ -84,8 +94,17 @@ type nodeState struct {
 	Sysctls map[string]string `json:"sysctls"`
 	// NFTables are the nftables tables ("family name") that existed before.
 	NFTables []string `json:"nfTables"`
-	// DockerUserRules says the plane added dockerUserRules.
-	DockerUserRules bool `json:"dockerUserRules,omitempty"`
+	// DockerUserRules are the indexes of the dockerUserRules the plane added (a rule that
+	// was there before, say a user's own, is left alone).
+	DockerUserRules []int `json:"dockerUserRules,omitempty"`
+	// CreatedDirs are the kubelet's fixed host directories (kubeletHostDirs) that did not
+	// exist before; Stop removes them.
+	CreatedDirs []string `json:"createdDirs,omitempty"`
+	// KubeProxyStarted says kube-proxy may have programmed the host: only then does Stop
+	// clean up after it and the kubelet.
+	KubeProxyStarted bool `json:"kubeProxyStarted,omitempty"`
+	// Cleaned says Stop has put the host back: a second Stop does nothing.
+	Cleaned bool `json:"cleaned,omitempty"`
 	// ProxyHealthzPort and ProxyMetricsPort are kube-proxy's loopback ports.
 	ProxyHealthzPort int `json:"proxyHealthzPort"`
 	ProxyMetricsPort int `json:"proxyMetricsPort"`
@@ -112,7 +131,7 @@ func CheckNode(ctx context.Context, binDir, pauseImage string) error {
 	}
 	// cri-dockerd finds Pods by their containers' labels, so a second node on the same
 	// Docker Engine would take the first one's Pods for its own and remove them.
-	out, err := command(ctx, "docker", "ps", "--quiet", "--filter", "label="+podContainerLabel)
+	out, err := command(ctx, "docker", "ps", "--all", "--quiet", "--filter", "label="+podContainerLabel)
 	if err != nil {
 		return err
 	}
@@ -125,8 +144,23 @@ func CheckNode(ctx context.Context, binDir, pauseImage string) error {
 // prepareNode checks what a node needs and records the host's state before anything
 // changes it.
 func (p *Plane) prepareNode(ctx context.Context, pauseImage string) error {
-	if err := CheckNode(ctx, p.state.BinDir, pauseImage); err != nil {
+	if err := p.lockNode(ctx); err != nil {
 		return err
+	}
+	if err := CheckNode(ctx, p.state.BinDir, pauseImage); err != nil {
+		p.unlockNode()
+		return err
+	}
+	if out, err := command(ctx, "iptables-save"); err != nil {
+		p.unlockNode()
+		return err
+	} else if bytes.Contains(out, []byte("\n:KUBE-")) {
+		p.unlockNode()
+		return errors.New("this machine's iptables hold KUBE-* chains: it is a Kubernetes node already, or a kubelet-run plane left them; a plane with a node would remove them when it stops")
+	}
+	if out, err := command(ctx, "iptables", "-S", "DOCKER-USER"); err != nil || !bytes.Contains(out, []byte("-N DOCKER-USER")) {
+		p.unlockNode()
+		return fmt.Errorf("no DOCKER-USER chain in iptables (Docker Engine runs without its iptables rules?): Pods could not reach Docker networks: %w", err)
 	}
 	hostIP, err := outboundAddress()
 	if err != nil {
@@ -137,6 +171,11 @@ func (p *Plane) prepareNode(ctx context.Context, pauseImage string) error {
 		return fmt.Errorf("cannot find Docker's default bridge network: %w", err)
 	}
 	node := &nodeState{HostIP: hostIP.String(), PodCIDR: string(bytes.TrimSpace(podCIDR)), Sysctls: map[string]string{}}
+	for _, dir := range kubeletHostDirs {
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			node.CreatedDirs = append(node.CreatedDirs, dir)
+		}
+	}
 	for _, key := range kubeletSysctls {
 		out, err := command(ctx, "sysctl", "--values", key)
 		if err != nil {
@@ -251,11 +290,13 @@ serializeImagePulls: false
 		return err
 	}
 	p.logf("Starting the kubelet of node %s (%s)\n", NodeName, node.HostIP)
-	if _, err := p.run(KubeletBinary, bin(KubeletBinary), []string{
+	kubelet, err := p.run(KubeletBinary, bin(KubeletBinary), []string{
 		"--config=" + kubeletConfig, "--kubeconfig=" + filepath.Join(p.dir, "kubelet.kubeconfig"),
-		"--root-dir=" + filepath.Join(runDir, "kubelet"), "--hostname-override=" + NodeName, "--node-ip=" + node.HostIP,
+		"--root-dir=" + filepath.Join(runDir, "kubelet"), "--cert-dir=" + filepath.Join(runDir, "kubelet", "pki"),
+		"--hostname-override=" + NodeName, "--node-ip=" + node.HostIP,
 		"--v=1",
-	}, nil); err != nil {
+	}, nil)
+	if err != nil {
 		return err
 	}
 
@@ -275,17 +316,23 @@ metricsBindAddress: 127.0.0.1:%[5]d
 		return err
 	}
 	p.logf("Starting kube-proxy (iptables)\n")
-	proxy, err := p.run(ProxyBinary, bin(ProxyBinary), []string{"--config=" + proxyConfig, "--v=0"}, nil)
-	if err != nil {
+	node.KubeProxyStarted = true // recorded first: Stop cleans up after it however far it got
+	if err := p.save(); err != nil {
+		return err
+	}
+	if _, err := p.run(ProxyBinary, bin(ProxyBinary), []string{"--config=" + proxyConfig, "--v=0"}, nil); err != nil {
 		return err
 	}
 
 	p.logf("Letting Pods reach the containers of other Docker networks (DOCKER-USER)\n")
-	node.DockerUserRules = true // recorded first: a half-added pair is still removed
-	if err := p.save(); err != nil {
-		return err
-	}
-	for _, rule := range slices.Backward(dockerUserRules) {
+	for i, rule := range slices.Backward(dockerUserRules) {
+		if _, err := command(ctx, "iptables", append([]string{"-C", "DOCKER-USER"}, rule...)...); err == nil {
+			continue // there already, and stays when the plane stops
+		}
+		node.DockerUserRules = append(node.DockerUserRules, i) // recorded first
+		if err := p.save(); err != nil {
+			return err
+		}
 		if _, err := command(ctx, "iptables", append([]string{"-I", "DOCKER-USER"}, rule...)...); err != nil {
 			return err
 		}
@@ -295,7 +342,7 @@ metricsBindAddress: 127.0.0.1:%[5]d
 	if err != nil {
 		return err
 	}
-	if err := waitFor(ctx, proxy, 120*time.Second, "serving (node Ready)", func(ctx context.Context) error {
+	if err := waitFor(ctx, kubelet, 120*time.Second, "serving (node Ready)", func(ctx context.Context) error {
 		var n corev1.Node
 		if err := c.Get(ctx, client.ObjectKey{Name: NodeName}, &n); err != nil {
 			return err
@@ -309,7 +356,7 @@ metricsBindAddress: 127.0.0.1:%[5]d
 	}); err != nil {
 		return err
 	}
-	return waitFor(ctx, proxy, 60*time.Second, "serving (default ServiceAccount)", func(ctx context.Context) error {
+	return waitFor(ctx, kubelet, 60*time.Second, "serving (default ServiceAccount)", func(ctx context.Context) error {
 		return c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "default"}, &corev1.ServiceAccount{})
 	})
 }
@@ -319,7 +366,8 @@ metricsBindAddress: 127.0.0.1:%[5]d
 // they made, the DOCKER-USER rules, the kubelet's mounts and sysctls.
 func (p *Plane) cleanNode(ctx context.Context) error {
 	node := p.state.Node
-	if node == nil {
+	if node == nil || node.Cleaned {
+		p.unlockNode()
 		return nil
 	}
 	var errs []error
@@ -330,6 +378,43 @@ func (p *Plane) cleanNode(ctx context.Context) error {
 		_, err := command(ctx, "docker", append([]string{"rm", "--force", "--volumes"}, ids...)...)
 		errs = append(errs, err)
 	}
+	if node.KubeProxyStarted {
+		p.cleanKubeChains(ctx)
+	}
+	for _, i := range node.DockerUserRules {
+		if _, err := command(ctx, "iptables", append([]string{"-D", "DOCKER-USER"}, dockerUserRules[i]...)...); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	node.DockerUserRules = nil
+	errs = append(errs, p.removeNewNFTables(ctx, node.NFTables), unmountUnder(filepath.Join(p.dir, "node")))
+	for _, dir := range node.CreatedDirs {
+		errs = append(errs, unmountUnder(dir), os.RemoveAll(dir))
+	}
+	// The kubelet links each container's log from /var/log/containers.
+	links, _ := filepath.Glob("/var/log/containers/*.log")
+	for _, link := range links {
+		if target, err := os.Readlink(link); err == nil && strings.HasPrefix(target, p.dir+"/") {
+			errs = append(errs, os.Remove(link))
+		}
+	}
+	for key, value := range node.Sysctls {
+		if _, err := command(ctx, "sysctl", "--write", key+"="+value); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return errors.Join(err, p.save())
+	}
+	node.Cleaned = true
+	err := p.save()
+	p.unlockNode()
+	return err
+}
+
+// cleanKubeChains removes kube-proxy's and the kubelet's iptables chains (prepareNode
+// made sure there were none before); a chain already gone is no error.
+func (p *Plane) cleanKubeChains(ctx context.Context) {
 	if _, err := os.Stat(filepath.Join(p.state.BinDir, ProxyBinary)); err == nil {
 		// It exits non-zero when some chain it would remove is absent.
 		_, _ = command(ctx, filepath.Join(p.state.BinDir, ProxyBinary), "--cleanup")
@@ -350,32 +435,44 @@ func (p *Plane) cleanNode(ctx context.Context) error {
 			}
 		}
 	}
-	if node.DockerUserRules {
-		for _, rule := range dockerUserRules {
-			for {
-				if _, err := command(ctx, "iptables", append([]string{"-D", "DOCKER-USER"}, rule...)...); err != nil {
-					break
-				}
-			}
-		}
-		node.DockerUserRules = false
+}
+
+// lockNode takes nodeLockPath, waiting while another plane with a node holds it.
+func (p *Plane) lockNode(ctx context.Context) error {
+	f, err := os.OpenFile(nodeLockPath, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
 	}
-	errs = append(errs, p.removeNewNFTables(ctx, node.NFTables))
-	// The kubelet links each container's log from /var/log/containers.
-	links, _ := filepath.Glob("/var/log/containers/*.log")
-	for _, link := range links {
-		if target, err := os.Readlink(link); err == nil && strings.HasPrefix(target, p.dir+"/") {
-			errs = append(errs, os.Remove(link))
+	waiting := false
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			p.nodeLock = f
+			return nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			_ = f.Close()
+			return fmt.Errorf("failed to lock %s: %w", nodeLockPath, err)
+		}
+		if !waiting {
+			p.logf("Waiting for the other plane with a node on this machine to stop (%s)\n", nodeLockPath)
+			waiting = true
+		}
+		select {
+		case <-ctx.Done():
+			_ = f.Close()
+			return ctx.Err()
+		case <-time.After(time.Second):
 		}
 	}
-	errs = append(errs, unmountUnder(filepath.Join(p.dir, "node")))
-	for key, value := range node.Sysctls {
-		if _, err := command(ctx, "sysctl", "--write", key+"="+value); err != nil {
-			errs = append(errs, err)
-		}
+}
+
+// unlockNode lets the next plane with a node start.
+func (p *Plane) unlockNode() {
+	if p.nodeLock != nil {
+		_ = p.nodeLock.Close() // closing releases the lock
+		p.nodeLock = nil
 	}
-	errs = append(errs, p.save())
-	return errors.Join(errs...)
 }
 
 // nftTables lists the nftables tables as "family name".

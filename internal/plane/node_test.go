@@ -57,6 +57,7 @@ type hostState struct {
 	Mounts      []string // mounts below the plane's directory
 	Containers  string   // Pod containers
 	LogSymlinks []string // /var/log/containers entries that point below the plane's directory
+	HostDirs    []string // which of the kubelet's fixed host directories exist
 }
 
 func snapshotHost(ctx context.Context, g Gomega, dir string) hostState {
@@ -90,6 +91,11 @@ func snapshotHost(ctx context.Context, g Gomega, dir string) hostState {
 	containers, err := command(ctx, "docker", "ps", "--all", "--quiet", "--filter", "label="+podContainerLabel)
 	g.Expect(err).NotTo(HaveOccurred())
 	s.Containers = string(containers)
+	for _, dir := range kubeletHostDirs {
+		if _, err := os.Stat(dir); err == nil {
+			s.HostDirs = append(s.HostDirs, dir)
+		}
+	}
 	links, _ := filepath.Glob("/var/log/containers/*")
 	for _, link := range links {
 		if target, err := os.Readlink(link); err == nil && strings.HasPrefix(target, dir) {
@@ -146,7 +152,10 @@ func TestPlaneWithNode(t *testing.T) {
 	})
 	t.Logf("The plane's node was Ready and Pods could get tokens %s after it started", time.Since(start).Round(time.Millisecond))
 	g.Expect(p.NodeHostIP()).NotTo(BeEmpty())
-	g.Expect(snapshotHost(ctx, g, dir).KubeChains).NotTo(BeEmpty(), "kube-proxy programs the host's iptables")
+	running := snapshotHost(ctx, g, dir)
+	g.Expect(running.KubeChains).NotTo(BeEmpty(), "kube-proxy programs the host's iptables")
+	g.Expect(running.DockerUser).NotTo(Equal(before.DockerUser), "the plane lets Pods reach other Docker networks")
+	g.Expect(running.HostDirs).To(ConsistOf(kubeletHostDirs), "the kubelet makes its fixed host directories")
 
 	c, err := p.Client(client.Options{})
 	g.Expect(err).NotTo(HaveOccurred())

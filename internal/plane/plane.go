@@ -63,6 +63,8 @@ type Plane struct {
 	dir   string
 	state state
 	log   io.Writer
+	// nodeLock is the lock a plane with a node holds from Start to Stop (see nodeLockPath).
+	nodeLock *os.File
 }
 
 // state is what plane.json holds.
@@ -99,8 +101,16 @@ type Options struct {
 // Start runs etcd, kube-apiserver and kube-controller-manager and returns once the API
 // server answers and the controller manager works. On failure it stops what it started.
 func Start(ctx context.Context, opts Options) (_ *Plane, err error) {
-	if running, err := Open(opts.Dir, opts.Log); err == nil && running.Running() {
-		return nil, fmt.Errorf("a management plane already runs from %s (API server on port %d): use it or stop it first", opts.Dir, running.state.APIServerPort)
+	if old, err := Open(opts.Dir, opts.Log); err == nil {
+		if old.Running() {
+			return nil, fmt.Errorf("a management plane already runs from %s (API server on port %d): use it or stop it first", opts.Dir, old.state.APIServerPort)
+		}
+		// Its record of the host is needed to put the host back: not removed before that.
+		if node := old.state.Node; node != nil && !node.Cleaned {
+			if err := old.Stop(ctx); err != nil {
+				return nil, fmt.Errorf("the plane that ran from %s left its node's changes on this host, and putting them back failed: %w", opts.Dir, err)
+			}
+		}
 	}
 	binDir, err := filepath.Abs(opts.BinDir)
 	if err != nil {
@@ -128,7 +138,7 @@ func Start(ctx context.Context, opts Options) (_ *Plane, err error) {
 	}
 	defer func() {
 		if err != nil {
-			_ = p.Stop(context.WithoutCancel(ctx))
+			err = errors.Join(err, p.Stop(context.WithoutCancel(ctx)))
 		}
 	}()
 	pauseImage := cmp.Or(opts.PauseImage, DefaultPauseImage)

@@ -207,8 +207,8 @@ func TestProvidersAsPods(t *testing.T) {
 	logs, err := managerLogs(ctx, p)
 	g.Expect(err).NotTo(HaveOccurred())
 	// How the API server words an RBAC refusal: `<resource> is forbidden: User "<name>"
-	// cannot <verb> ...`.
-	forbidden := regexp.MustCompile(`forbidden: User "`)
+	// cannot <verb> ...`; klog quotes an error value, so its quotes come escaped.
+	forbidden := regexp.MustCompile(`forbidden: User \\?"`)
 	for pod, log := range logs {
 		for line := range strings.Lines(log) {
 			g.Expect(forbidden.MatchString(line)).To(BeFalse(), "the log of %s says: %s", pod, line)
@@ -245,6 +245,17 @@ func managerLogs(ctx context.Context, p *plane.Plane) (map[string]string, error)
 					continue
 				}
 				logs[key] = string(raw)
+				// What a container logged before it restarted (the test fails on restarts).
+				for _, status := range pod.Status.ContainerStatuses {
+					if status.Name != container.Name || status.RestartCount == 0 {
+						continue
+					}
+					errs = append(errs, fmt.Errorf("%s restarted %d times", key, status.RestartCount))
+					previous, err := clientset.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: container.Name, Previous: true}).DoRaw(ctx)
+					if err == nil {
+						logs[key] = string(previous) + logs[key]
+					}
+				}
 			}
 		}
 	}
