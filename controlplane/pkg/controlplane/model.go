@@ -43,9 +43,16 @@ type Machine struct {
 	// MemberID is the ID of the etcd member of the Machine's node: recorded on the Machine
 	// once the node reported it, or reported by the node now; 0 when not known.
 	MemberID uint64
-	// NoMember is true when the Machine provably has no etcd member: its node answers that it
-	// runs none and no member ID was ever recorded for it.
+	// NoMember is true when the Machine has no etcd member: a person recorded that it never
+	// joined, or its node answers that it runs none and no member ID was ever recorded for it.
 	NoMember bool
+	// NoMemberReported is true when NoMember rests on the node's answer alone. That answer
+	// and the member list are read apart: a member may have started on the node in between,
+	// already listed by its peers under the node's hostname.
+	NoMemberReported bool
+	// NodeName is the hostname of the Machine's node, the name its member starts under.
+	// Names can repeat, so it never claims a member: it only holds a removal back.
+	NodeName string
 	// Created is when the Machine was created.
 	Created time.Time
 	// FailureDomain is the Machine's failure domain, empty without one.
@@ -102,12 +109,14 @@ func (cp ControlPlane) Unclaimed() []Member {
 }
 
 // Unidentified are the Machines that may have an etcd member nobody can name: their node has
-// not said that it runs none, and no member ID is known for them or the one recorded is not
-// in the list (the node may have rejoined with a new member).
+// not said that it runs none (or said so while an unclaimed member under its hostname was
+// listed), and no member ID is known for them or the one recorded is not in the list (the
+// node may have rejoined with a new member).
 func (cp ControlPlane) Unidentified() []Machine {
+	unclaimed := cp.Unclaimed()
 	return slices.DeleteFunc(slices.Clone(cp.Machines), func(m Machine) bool {
 		if m.NoMember {
-			return true
+			return !m.NoMemberReported || !slices.ContainsFunc(unclaimed, func(u Member) bool { return u.Name != "" && u.Name == m.NodeName })
 		}
 		_, isMember := cp.MemberOf(m)
 		return isMember

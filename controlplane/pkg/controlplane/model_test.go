@@ -17,6 +17,7 @@ limitations under the License.
 package controlplane
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -143,8 +144,16 @@ func TestOrphanMembers(t *testing.T) {
 	g.Expect(cp.OrphanMembers()).To(ConsistOf(HaveField("Name", "c")))
 	cp.Members = append(cp.Members, Member{ID: 9, Learner: true})
 	g.Expect(cp.OrphanMembers()).To(ConsistOf(HaveField("Name", "c")), "a learner not started yet has no name: StaleLearners decides on it")
-	cp.Machines = append(cp.Machines, Machine{Name: "no-etcd", NoMember: true})
+	cp.Machines = append(cp.Machines, Machine{Name: "no-etcd", NoMember: true, NoMemberReported: true, NodeName: "no-etcd"})
 	g.Expect(cp.OrphanMembers()).To(ConsistOf(HaveField("Name", "c")), "a Machine whose node runs no member owns none")
+	// The node's answer and its peers' member list are read apart: a member that started in
+	// between is listed under the node's hostname, and is the new Machine's, not an orphan.
+	starting := Machine{Name: "starting", NoMember: true, NoMemberReported: true, NodeName: "c"}
+	g.Expect(ControlPlane{Members: cp.Members, Machines: append(slices.Clone(cp.Machines), starting)}.OrphanMembers()).To(BeEmpty(),
+		"a member under the hostname of a Machine whose node just said it runs none")
+	starting.NoMemberReported = false
+	g.Expect(ControlPlane{Members: cp.Members, Machines: append(slices.Clone(cp.Machines), starting)}.OrphanMembers()).To(ConsistOf(HaveField("Name", "c")),
+		"a person's record that the Machine never joined stands")
 	cp.Machines = append(cp.Machines, Machine{Name: "joining"})
 	g.Expect(cp.OrphanMembers()).To(BeEmpty(), "no orphans while a Machine may own a member nobody can name")
 }

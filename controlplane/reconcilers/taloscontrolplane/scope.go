@@ -547,8 +547,10 @@ func (s *scope) model() controlplane.ControlPlane {
 		_, deleteRequested := m.Annotations[clusterv1.DeleteMachineAnnotation]
 		member, isMember := s.memberOf(m)
 		report := s.nodes[m.Name]
+		recorded := recordedNoMember(m)
+		reported := !recorded && recordedMemberID(m) == 0 && report != nil && report.noEtcd
 		cp.Machines = append(cp.Machines, controlplane.Machine{
-			Name: m.Name, MemberID: recordedMemberID(m), NoMember: recordedNoMember(m) || (recordedMemberID(m) == 0 && report != nil && report.noEtcd),
+			Name: m.Name, MemberID: recordedMemberID(m), NoMember: recorded || reported, NoMemberReported: reported, NodeName: nodeName(m, s.configs),
 			Created: m.CreationTimestamp.Time, FailureDomain: m.Spec.FailureDomain, Deleting: !m.DeletionTimestamp.IsZero(),
 			DeleteRequested: deleteRequested, UpToDate: s.upToDate(m) == "", EtcdUnhealthy: isMember && !s.etcd.healthy[member.ID],
 		})
