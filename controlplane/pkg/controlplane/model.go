@@ -50,9 +50,9 @@ type Machine struct {
 	// and the member list are read apart: a member may have started on the node in between,
 	// already listed by its peers under the node's hostname.
 	NoMemberReported bool
-	// NodeName is the hostname of the Machine's node, the name its member starts under.
+	// Hostname is the hostname of the Machine's node, the name its member starts under.
 	// Names can repeat, so it never claims a member: it only holds a removal back.
-	NodeName string
+	Hostname string
 	// Created is when the Machine was created.
 	Created time.Time
 	// FailureDomain is the Machine's failure domain, empty without one.
@@ -116,7 +116,7 @@ func (cp ControlPlane) Unidentified() []Machine {
 	unclaimed := cp.Unclaimed()
 	return slices.DeleteFunc(slices.Clone(cp.Machines), func(m Machine) bool {
 		if m.NoMember {
-			return !m.NoMemberReported || !slices.ContainsFunc(unclaimed, func(u Member) bool { return u.Name != "" && u.Name == m.NodeName })
+			return !m.NoMemberReported || !slices.ContainsFunc(unclaimed, func(u Member) bool { return u.Name != "" && u.Name == m.Hostname })
 		}
 		_, isMember := cp.MemberOf(m)
 		return isMember

@@ -144,11 +144,11 @@ func TestOrphanMembers(t *testing.T) {
 	g.Expect(cp.OrphanMembers()).To(ConsistOf(HaveField("Name", "c")))
 	cp.Members = append(cp.Members, Member{ID: 9, Learner: true})
 	g.Expect(cp.OrphanMembers()).To(ConsistOf(HaveField("Name", "c")), "a learner not started yet has no name: StaleLearners decides on it")
-	cp.Machines = append(cp.Machines, Machine{Name: "no-etcd", NoMember: true, NoMemberReported: true, NodeName: "no-etcd"})
+	cp.Machines = append(cp.Machines, Machine{Name: "no-etcd", NoMember: true, NoMemberReported: true, Hostname: "no-etcd"})
 	g.Expect(cp.OrphanMembers()).To(ConsistOf(HaveField("Name", "c")), "a Machine whose node runs no member owns none")
 	// The node's answer and its peers' member list are read apart: a member that started in
 	// between is listed under the node's hostname, and is the new Machine's, not an orphan.
-	starting := Machine{Name: "starting", NoMember: true, NoMemberReported: true, NodeName: "c"}
+	starting := Machine{Name: "starting", NoMember: true, NoMemberReported: true, Hostname: "c"}
 	g.Expect(ControlPlane{Members: cp.Members, Machines: append(slices.Clone(cp.Machines), starting)}.OrphanMembers()).To(BeEmpty(),
 		"a member under the hostname of a Machine whose node just said it runs none")
 	starting.NoMemberReported = false

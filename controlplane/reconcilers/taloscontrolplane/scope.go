@@ -498,6 +498,12 @@ func nodeName(m *clusterv1.Machine, configs map[string]*bootstrapv1.TalosConfig)
 	if m.Status.NodeRef.IsDefined() {
 		return m.Status.NodeRef.Name
 	}
+	return hostname(m, configs)
+}
+
+// hostname is the hostname a Machine's TalosConfig gives its node: the name its etcd member
+// starts under (its Node's name may differ, an FQDN with registerWithFQDN).
+func hostname(m *clusterv1.Machine, configs map[string]*bootstrapv1.TalosConfig) string {
 	source := bootstrapv1.HostnameSourceMachineName
 	if c, ok := configs[m.Spec.Bootstrap.ConfigRef.Name]; ok && c.Spec.Hostname.Source != "" {
 		source = c.Spec.Hostname.Source
@@ -550,7 +556,7 @@ func (s *scope) model() controlplane.ControlPlane {
 		recorded := recordedNoMember(m)
 		reported := !recorded && recordedMemberID(m) == 0 && report != nil && report.noEtcd
 		cp.Machines = append(cp.Machines, controlplane.Machine{
-			Name: m.Name, MemberID: recordedMemberID(m), NoMember: recorded || reported, NoMemberReported: reported, NodeName: nodeName(m, s.configs),
+			Name: m.Name, MemberID: recordedMemberID(m), NoMember: recorded || reported, NoMemberReported: reported, Hostname: hostname(m, s.configs),
 			Created: m.CreationTimestamp.Time, FailureDomain: m.Spec.FailureDomain, Deleting: !m.DeletionTimestamp.IsZero(),
 			DeleteRequested: deleteRequested, UpToDate: s.upToDate(m) == "", EtcdUnhealthy: isMember && !s.etcd.healthy[member.ID],
 		})
