@@ -92,7 +92,7 @@ quickstart: tools build release-manifests ## Start a local management plane with
 	$(BIN)/talon up $(QUICKSTART_ARGS)
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deep copies, CRDs and RBAC roles from the Go sources
+generate: $(CONTROLLER_GEN) $(KUSTOMIZE) ## Generate deep copies, CRDs and RBAC roles from the Go sources, and the Helm chart's copies of them
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	@for p in $(PROVIDERS); do \
 		rm -f config/$$p/crd/bases/*.yaml; \
@@ -101,11 +101,20 @@ generate: $(CONTROLLER_GEN) ## Generate deep copies, CRDs and RBAC roles from th
 		$(CONTROLLER_GEN) webhook paths=./$$p/... output:webhook:dir=config/$$p/webhook; \
 		echo "Generated CRDs and RBAC of the $$p provider"; \
 	done
-	gofmt -s -w api internal cmd bootstrap controlplane infrastructure test
+	gofmt -s -w api internal cmd bootstrap controlplane infrastructure test hack/chart
+	@# The Helm chart's copies of the kustomize output (every object but the Deployments).
+	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+		$(KUSTOMIZE) build config/bootstrap/default > $$tmp/bootstrap.yaml; \
+		$(KUSTOMIZE) build config/controlplane/default > $$tmp/control-plane.yaml; \
+		$(KUSTOMIZE) build config/infrastructure/metal-only > $$tmp/infrastructure.yaml; \
+		$(KUSTOMIZE) build config/controlplane/extension > $$tmp/in-place-updates.yaml; \
+		go run ./hack/chart -chart charts/talon bootstrap=$$tmp/bootstrap.yaml control-plane=$$tmp/control-plane.yaml \
+			infrastructure=$$tmp/infrastructure.yaml in-place-updates=$$tmp/in-place-updates.yaml; \
+		echo "Generated the Helm chart's templates from the kustomize output"
 
 .PHONY: verify-gen
-verify-gen: $(CONTROLLER_GEN) ## Fail if "make generate" would change any file
-	@sum() { find api config internal cmd bootstrap controlplane infrastructure test -type f | sort | xargs sha256sum; }; \
+verify-gen: $(CONTROLLER_GEN) $(KUSTOMIZE) ## Fail if "make generate" would change any file
+	@sum() { find api config internal cmd bootstrap controlplane infrastructure test charts -type f | sort | xargs sha256sum; }; \
 	before=$$(sum); $(MAKE) --no-print-directory generate >/dev/null; after=$$(sum); \
 	if [ "$$before" != "$$after" ]; then \
 		diff <(echo "$$before") <(echo "$$after") || true; \

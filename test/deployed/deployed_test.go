@@ -30,6 +30,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -84,6 +85,56 @@ var providerNamespaces = []string{"cert-manager", "capi-system", "talon-bootstra
 func TestProvidersAsPods(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
+	m := startManagementCluster(t, "pods")
+
+	t.Log("clusterctl init installs cert-manager, Cluster API and Talon as Deployments")
+	start := time.Now()
+	env := []string{"TALON_DOCKER_UNPRIVILEGED_NODES=true", "TALON_LOG_LEVEL=2"}
+	out, err := plane.RunClusterctl(ctx, envtest.BinDir(), m.p.Kubeconfig(), env, testLog{t}, "init", "--config", m.config,
+		"--core", "cluster-api", "--bootstrap", "talon", "--control-plane", "talon", "--infrastructure", "talon", "--wait-providers", "--wait-provider-timeout", "180")
+	g.Expect(err).NotTo(HaveOccurred(), string(out))
+	t.Logf("clusterctl init took %s", time.Since(start).Round(time.Second))
+	m.expectManagersRunning(t)
+
+	workload := m.createCluster(t)
+
+	t.Log("Scaling the workers to 2")
+	start = time.Now()
+	md := &clusterv1.MachineDeployment{}
+	g.Expect(m.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: m.cluster + "-workers"}, md)).To(Succeed())
+	patch := client.MergeFrom(md.DeepCopy())
+	md.Spec.Replicas = ptr.To[int32](2)
+	g.Expect(m.c.Patch(ctx, md, patch)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(clusters.UsableMachines(ctx, g, m.c, "default", m.cluster)).To(HaveLen(3))
+		g.Expect(clusters.ReadyNodes(ctx, g, workload)).To(HaveLen(3))
+	}).WithTimeout(5 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+	t.Logf("Scaled in %s", time.Since(start).Round(time.Second))
+
+	m.deleteCluster(t)
+	m.expectNoRefusals(t)
+}
+
+// managementCluster is a test's kubelet-run management cluster and the workload cluster it
+// makes on it.
+type managementCluster struct {
+	p *plane.Plane
+	c client.Client
+	// config is a clusterctl.yaml of Talon's local repository and this build's cert-manager.
+	config string
+	// certManager is cert-manager's install manifest.
+	certManager string
+	// cluster is the name of the workload cluster.
+	cluster string
+}
+
+// startManagementCluster starts a kubelet-run management cluster, after checking that
+// every image its Pods run is in the Docker Engine, and removes it (and the containers of
+// the workload cluster named cluster) when the test ends.
+func startManagementCluster(t *testing.T, cluster string) *managementCluster {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
 	pauseImage := cmp.Or(os.Getenv("TALON_PAUSE_IMAGE"), plane.DefaultPauseImage)
 	require.Layer(t, Layer, plane.CheckNode(ctx, envtest.BinDir(), pauseImage))
 	for image, how := range images {
@@ -91,84 +142,94 @@ func TestProvidersAsPods(t *testing.T) {
 			t.Fatalf("image %s is missing: run '%s' first", image, how)
 		}
 	}
-	simImage := dockertest.SimImage()
-	if _, err := dockertest.Docker(ctx, "image", "inspect", simImage); err != nil {
-		t.Fatalf("image %s is missing: run 'make sim-image' first", simImage)
+	if _, err := dockertest.Docker(ctx, "image", "inspect", dockertest.SimImage()); err != nil {
+		t.Fatalf("image %s is missing: run 'make sim-image' first", dockertest.SimImage())
 	}
 	root := envtest.RepoRoot()
+	m := &managementCluster{cluster: cluster}
 	// clusterctl reads a file:// URL as a repository: <name>/<version>/<file>.
-	certManager := filepath.Join(root, "out", "cert-manager", "cert-manager", certManagerVersion, "cert-manager.yaml")
+	m.certManager = filepath.Join(root, "out", "cert-manager", "cert-manager", certManagerVersion, "cert-manager.yaml")
 	base, err := os.ReadFile(filepath.Join(root, "out", "clusterctl.yaml"))
 	if err != nil {
 		t.Fatalf("run 'make release-manifests' first: %v", err)
 	}
-	if _, err := os.Stat(certManager); err != nil {
+	if _, err := os.Stat(m.certManager); err != nil {
 		t.Fatalf("run 'make cert-manager' first: %v", err)
 	}
 	// clusterctl installs cert-manager from this machine's build, not from GitHub.
-	config := filepath.Join(t.TempDir(), "clusterctl.yaml")
-	g.Expect(os.WriteFile(config, fmt.Appendf(base, "cert-manager:\n  url: file://%s\n  version: %s\n", certManager, certManagerVersion), 0o600)).To(Succeed())
+	m.config = filepath.Join(t.TempDir(), "clusterctl.yaml")
+	g.Expect(os.WriteFile(m.config, fmt.Appendf(base, "cert-manager:\n  url: file://%s\n  version: %s\n", m.certManager, certManagerVersion), 0o600)).To(Succeed())
 	t.Setenv("HOME", t.TempDir())
 
 	start := time.Now()
-	p, err := plane.Start(ctx, plane.Options{Dir: filepath.Join(t.TempDir(), "plane"), BinDir: envtest.BinDir(), Node: true, PauseImage: pauseImage, Log: testLog{t}})
+	m.p, err = plane.Start(ctx, plane.Options{Dir: filepath.Join(t.TempDir(), "plane"), BinDir: envtest.BinDir(), Node: true, PauseImage: pauseImage, Log: testLog{t}})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() {
-		if err := p.Remove(context.Background()); err != nil {
+		if err := m.p.Remove(context.Background()); err != nil {
 			t.Errorf("Failed to remove the management cluster: %v", err)
 		}
-		dockertest.RemoveLabelled(t, map[string]string{"cluster.x-k8s.io/cluster-name": "pods"})
+		dockertest.RemoveLabelled(t, map[string]string{clusterv1.ClusterNameLabel: cluster})
 	})
 	// Cleanups run last-in first-out: this one, while the cluster still runs.
 	t.Cleanup(func() {
 		if t.Failed() {
-			logManagers(t, p)
+			logManagers(t, m.p)
 		}
 	})
 	t.Logf("The management cluster's node was Ready after %s", time.Since(start).Round(time.Second))
-
-	t.Log("clusterctl init installs cert-manager, Cluster API and Talon as Deployments")
-	start = time.Now()
-	env := []string{"TALON_DOCKER_UNPRIVILEGED_NODES=true", "TALON_LOG_LEVEL=2"}
-	out, err := plane.RunClusterctl(ctx, envtest.BinDir(), p.Kubeconfig(), env, testLog{t}, "init", "--config", config,
-		"--core", "cluster-api", "--bootstrap", "talon", "--control-plane", "talon", "--infrastructure", "talon", "--wait-providers", "--wait-provider-timeout", "180")
-	g.Expect(err).NotTo(HaveOccurred(), string(out))
-	t.Logf("clusterctl init took %s", time.Since(start).Round(time.Second))
-	c, err := client.New(mustConfig(g, p.Kubeconfig()), client.Options{Scheme: quickstart.Scheme})
+	m.c, err = client.New(mustConfig(g, m.p.Kubeconfig()), client.Options{Scheme: quickstart.Scheme})
 	g.Expect(err).NotTo(HaveOccurred())
+	return m
+}
+
+// expectManagersRunning checks that every manager runs as one available Pod under its own
+// ServiceAccount, none scaled down.
+func (m *managementCluster) expectManagersRunning(t *testing.T) {
+	t.Helper()
+	g := NewWithT(t)
 	for _, ns := range providerNamespaces {
 		var deployments appsv1.DeploymentList
-		g.Expect(c.List(ctx, &deployments, client.InNamespace(ns))).To(Succeed())
+		g.Expect(m.c.List(t.Context(), &deployments, client.InNamespace(ns))).To(Succeed())
 		g.Expect(deployments.Items).NotTo(BeEmpty(), "namespace %s", ns)
 		for _, d := range deployments.Items {
 			g.Expect(d.Spec.Replicas).To(Equal(ptr.To[int32](1)), "Deployment %s/%s is not scaled down", ns, d.Name)
 			g.Expect(d.Status.AvailableReplicas).To(BeEquivalentTo(1), "Deployment %s/%s", ns, d.Name)
 			g.Expect(d.Spec.Template.Spec.ServiceAccountName).NotTo(BeEmpty())
+			if !strings.HasPrefix(ns, "talon-") {
+				continue
+			}
+			// Talon's managers work from a read-only root file system, without privileges;
+			// only the Docker provider's runs as root, the owner of the Docker socket.
+			spec := d.Spec.Template.Spec
+			docker := slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.HostPath != nil })
+			g.Expect(spec.SecurityContext).NotTo(BeNil(), "Deployment %s/%s", ns, d.Name)
+			g.Expect(ptr.Deref(spec.SecurityContext.RunAsNonRoot, false)).To(Equal(!docker), "Deployment %s/%s", ns, d.Name)
+			for _, c := range spec.Containers {
+				g.Expect(c.SecurityContext).NotTo(BeNil(), "Deployment %s/%s", ns, d.Name)
+				g.Expect(ptr.Deref(c.SecurityContext.ReadOnlyRootFilesystem, false)).To(BeTrue(), "Deployment %s/%s", ns, d.Name)
+				g.Expect(ptr.Deref(c.SecurityContext.AllowPrivilegeEscalation, true)).To(BeFalse(), "Deployment %s/%s", ns, d.Name)
+			}
 		}
 	}
+}
 
+// createCluster makes a 1 + 1 cluster of simulator containers from Talon's cluster template
+// and returns a client of it once both Machines run with Ready Nodes.
+func (m *managementCluster) createCluster(t *testing.T) client.Client {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
 	t.Log("A 1 + 1 cluster of simulator containers, from Talon's cluster template")
-	start = time.Now()
-	manifest, err := plane.RunClusterctl(ctx, envtest.BinDir(), p.Kubeconfig(), []string{"TALOS_IMAGE=" + simImage}, nil,
-		"generate", "cluster", "pods", "--config", config, "--infrastructure", "talon", "--target-namespace", "default",
+	start := time.Now()
+	manifest, err := plane.RunClusterctl(ctx, envtest.BinDir(), m.p.Kubeconfig(), []string{"TALOS_IMAGE=" + dockertest.SimImage()}, nil,
+		"generate", "cluster", m.cluster, "--config", m.config, "--infrastructure", "talon", "--target-namespace", "default",
 		"--kubernetes-version", "v1.36.3", "--control-plane-machine-count", "1", "--worker-machine-count", "1")
 	g.Expect(err).NotTo(HaveOccurred())
-	objs, err := utilyaml.ToUnstructured(manifest)
-	g.Expect(err).NotTo(HaveOccurred())
-	// A webhook's Service gets its endpoint a moment after its Deployment is available.
-	for i := range objs {
-		g.Eventually(func() error {
-			err := c.Create(ctx, &objs[i])
-			if apierrors.IsAlreadyExists(err) {
-				return nil
-			}
-			return err
-		}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
-	}
+	m.apply(t, manifest)
 	kubeconfigSecret := &corev1.Secret{}
 	g.Eventually(func(g Gomega) {
-		g.Expect(clusters.UsableMachines(ctx, g, c, "default", "pods")).To(HaveLen(2))
-		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "pods-kubeconfig"}, kubeconfigSecret)).To(Succeed())
+		g.Expect(clusters.UsableMachines(ctx, g, m.c, "default", m.cluster)).To(HaveLen(2))
+		g.Expect(m.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: m.cluster + "-kubeconfig"}, kubeconfigSecret)).To(Succeed())
 	}).WithTimeout(6 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 	t.Logf("The cluster's 2 Machines were Running with Ready Nodes after %s", time.Since(start).Round(time.Second))
 	workloadConfig, err := clientcmd.RESTConfigFromKubeConfig(kubeconfigSecret.Data["value"])
@@ -176,35 +237,54 @@ func TestProvidersAsPods(t *testing.T) {
 	workload, err := client.New(workloadConfig, client.Options{})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func(g Gomega) { g.Expect(clusters.ReadyNodes(ctx, g, workload)).To(HaveLen(2)) }).WithTimeout(time.Minute).Should(Succeed())
+	return workload
+}
 
-	t.Log("Scaling the workers to 2")
-	start = time.Now()
-	md := &clusterv1.MachineDeployment{}
-	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "pods-workers"}, md)).To(Succeed())
-	patch := client.MergeFrom(md.DeepCopy())
-	md.Spec.Replicas = ptr.To[int32](2)
-	g.Expect(c.Patch(ctx, md, patch)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		g.Expect(clusters.UsableMachines(ctx, g, c, "default", "pods")).To(HaveLen(3))
-		g.Expect(clusters.ReadyNodes(ctx, g, workload)).To(HaveLen(3))
-	}).WithTimeout(5 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
-	t.Logf("Scaled in %s", time.Since(start).Round(time.Second))
+// apply creates every object of manifest, in its order, each once the API server takes it:
+// a webhook's Service gets its endpoint a moment after its Deployment is available, a
+// CRD's kinds are served a moment after it is created.
+func (m *managementCluster) apply(t *testing.T, manifest []byte) {
+	t.Helper()
+	g := NewWithT(t)
+	objs, err := utilyaml.ToUnstructured(manifest)
+	g.Expect(err).NotTo(HaveOccurred())
+	for i := range objs {
+		g.Eventually(func() error {
+			err := m.c.Create(t.Context(), &objs[i])
+			if apierrors.IsAlreadyExists(err) {
+				return nil
+			}
+			return err
+		}).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(Succeed(), "%s %s", objs[i].GetKind(), objs[i].GetName())
+	}
+}
 
+// deleteCluster deletes the workload cluster and checks that its Machines and containers go.
+func (m *managementCluster) deleteCluster(t *testing.T) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
 	t.Log("Deleting the cluster removes its Machines and containers")
-	start = time.Now()
+	start := time.Now()
 	cluster := &clusterv1.Cluster{}
-	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "pods"}, cluster)).To(Succeed())
-	g.Expect(c.Delete(ctx, cluster)).To(Succeed())
+	g.Expect(m.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: m.cluster}, cluster)).To(Succeed())
+	g.Expect(m.c.Delete(ctx, cluster)).To(Succeed())
 	g.Eventually(func() bool {
-		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{}))
+		return apierrors.IsNotFound(m.c.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{}))
 	}).WithTimeout(5 * time.Minute).WithPolling(2 * time.Second).Should(BeTrue())
-	left, err := dockertest.Leftovers(ctx, map[string]string{"cluster.x-k8s.io/cluster-name": "pods"})
+	left, err := dockertest.Leftovers(ctx, map[string]string{clusterv1.ClusterNameLabel: m.cluster})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(left).To(BeEmpty())
 	t.Logf("Deleted in %s", time.Since(start).Round(time.Second))
+}
 
+// expectNoRefusals fails the test when any manager's log shows an RBAC refusal, or a
+// container restarted.
+func (m *managementCluster) expectNoRefusals(t *testing.T) {
+	t.Helper()
+	g := NewWithT(t)
 	t.Log("No manager was refused anything by the management cluster's RBAC")
-	logs, err := managerLogs(ctx, p)
+	logs, err := managerLogs(t.Context(), m.p)
 	g.Expect(err).NotTo(HaveOccurred())
 	// How the API server words an RBAC refusal: `<resource> is forbidden: User "<name>"
 	// cannot <verb> ...`; klog quotes an error value, so its quotes come escaped.
