@@ -277,7 +277,8 @@ func TestHelmInstall(t *testing.T) {
 	}).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 	m.expectManagersRunning(t)
 
-	m.createCluster(t)
+	// No clusterctl inventory names Talon's version here: the template comes from its file.
+	m.createCluster(t, "--from", filepath.Join(envtest.RepoRoot(), "out", "cluster-template.yaml"))
 	m.deleteCluster(t)
 	m.expectNoRefusals(t)
 }

@@ -96,7 +96,7 @@ func TestProvidersAsPods(t *testing.T) {
 	t.Logf("clusterctl init took %s", time.Since(start).Round(time.Second))
 	m.expectManagersRunning(t)
 
-	workload := m.createCluster(t)
+	workload := m.createCluster(t, "--infrastructure", "talon")
 
 	t.Log("Scaling the workers to 2")
 	start = time.Now()
@@ -213,17 +213,18 @@ func (m *managementCluster) expectManagersRunning(t *testing.T) {
 	}
 }
 
-// createCluster makes a 1 + 1 cluster of simulator containers from Talon's cluster template
-// and returns a client of it once both Machines run with Ready Nodes.
-func (m *managementCluster) createCluster(t *testing.T) client.Client {
+// createCluster makes a 1 + 1 cluster of simulator containers from Talon's cluster template,
+// which clusterctl takes from where template says ("--infrastructure talon", "--from
+// <file>"), and returns a client of it once both Machines run with Ready Nodes.
+func (m *managementCluster) createCluster(t *testing.T, template ...string) client.Client {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := t.Context()
 	t.Log("A 1 + 1 cluster of simulator containers, from Talon's cluster template")
 	start := time.Now()
 	manifest, err := plane.RunClusterctl(ctx, envtest.BinDir(), m.p.Kubeconfig(), []string{"TALOS_IMAGE=" + dockertest.SimImage()}, nil,
-		"generate", "cluster", m.cluster, "--config", m.config, "--infrastructure", "talon", "--target-namespace", "default",
-		"--kubernetes-version", "v1.36.3", "--control-plane-machine-count", "1", "--worker-machine-count", "1")
+		append([]string{"generate", "cluster", m.cluster, "--config", m.config, "--target-namespace", "default",
+			"--kubernetes-version", "v1.36.3", "--control-plane-machine-count", "1", "--worker-machine-count", "1"}, template...)...)
 	g.Expect(err).NotTo(HaveOccurred())
 	m.apply(t, manifest)
 	kubeconfigSecret := &corev1.Secret{}
