@@ -48,6 +48,7 @@ import (
 	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	dockerruntime "github.com/talon-capi/talon/infrastructure/docker/runtime"
 	"github.com/talon-capi/talon/internal/plane"
 	"github.com/talon-capi/talon/internal/quickstart"
 	"github.com/talon-capi/talon/test/clusters"
@@ -89,7 +90,8 @@ func TestProvidersAsPods(t *testing.T) {
 
 	t.Log("clusterctl init installs cert-manager, Cluster API and Talon as Deployments")
 	start := time.Now()
-	env := []string{"TALON_DOCKER_UNPRIVILEGED_NODES=true", "TALON_LOG_LEVEL=2"}
+	// CLUSTER_TOPOLOGY: Talon's ClusterClass needs Cluster API's topology reconciler (docs/clusterclass.md).
+	env := []string{"TALON_DOCKER_UNPRIVILEGED_NODES=true", "TALON_LOG_LEVEL=2", "CLUSTER_TOPOLOGY=true"}
 	out, err := plane.RunClusterctl(ctx, envtest.BinDir(), m.p.Kubeconfig(), env, testLog{t}, "init", "--config", m.config,
 		"--core", "cluster-api", "--bootstrap", "talon", "--control-plane", "talon", "--infrastructure", "talon", "--wait-providers", "--wait-provider-timeout", "180")
 	g.Expect(err).NotTo(HaveOccurred(), string(out))
@@ -110,6 +112,24 @@ func TestProvidersAsPods(t *testing.T) {
 		g.Expect(clusters.ReadyNodes(ctx, g, workload)).To(HaveLen(3))
 	}).WithTimeout(5 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 	t.Logf("Scaled in %s", time.Since(start).Round(time.Second))
+
+	t.Log("A cluster of Talon's ClusterClass, its topology then upgraded")
+	const classNamespace, className = "topology", "pods-class"
+	root := envtest.RepoRoot()
+	clusters.CreateClassCluster(ctx, g, t.Logf, m.c, envtest.BinDir(), filepath.Join(root, "out", "clusterclass-talos-docker.yaml"),
+		classNamespace, className, dockertest.SimImage())
+	t.Cleanup(func() { dockertest.RemoveLabelled(t, map[string]string{dockerruntime.LabelCluster: className}) })
+	clusters.UpgradeClassCluster(ctx, g, t.Logf, m.c, classNamespace, className)
+
+	t.Log("clusterctl move of the ClusterClass cluster to a second management cluster (managers as processes), which deletes it")
+	target, err := plane.Start(ctx, plane.Options{Dir: filepath.Join(t.TempDir(), "target"), BinDir: envtest.BinDir(), Log: testLog{t}})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = target.Remove(context.Background()) })
+	g.Expect(quickstart.InstallProviders(ctx, target, filepath.Join(root, "out", "clusterctl.yaml"), quickstart.RuntimeDocker)).To(Succeed())
+	to, err := client.New(mustConfig(g, target.Kubeconfig()), client.Options{Scheme: quickstart.Scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	clusters.MoveAndDelete(ctx, g, t.Logf, testLog{t}, envtest.BinDir(), m.p.Kubeconfig(), target.Kubeconfig(), m.c, to, classNamespace, className)
+	g.Expect(target.Remove(ctx)).To(Succeed())
 
 	m.deleteCluster(t)
 	m.expectNoRefusals(t)
@@ -168,7 +188,7 @@ func startManagementCluster(t *testing.T, cluster string) *managementCluster {
 		if err := m.p.Remove(context.Background()); err != nil {
 			t.Errorf("Failed to remove the management cluster: %v", err)
 		}
-		dockertest.RemoveLabelled(t, map[string]string{clusterv1.ClusterNameLabel: cluster})
+		dockertest.RemoveLabelled(t, map[string]string{dockerruntime.LabelCluster: cluster})
 	})
 	// Cleanups run last-in first-out: this one, while the cluster still runs.
 	t.Cleanup(func() {
@@ -267,13 +287,14 @@ func (m *managementCluster) deleteCluster(t *testing.T) {
 	ctx := t.Context()
 	t.Log("Deleting the cluster removes its Machines and containers")
 	start := time.Now()
+	clusters.Containers(ctx, g, m.cluster) // there are some
 	cluster := &clusterv1.Cluster{}
 	g.Expect(m.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: m.cluster}, cluster)).To(Succeed())
 	g.Expect(m.c.Delete(ctx, cluster)).To(Succeed())
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(m.c.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{}))
 	}).WithTimeout(5 * time.Minute).WithPolling(2 * time.Second).Should(BeTrue())
-	left, err := dockertest.Leftovers(ctx, map[string]string{clusterv1.ClusterNameLabel: m.cluster})
+	left, err := dockertest.Leftovers(ctx, map[string]string{dockerruntime.LabelCluster: m.cluster})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(left).To(BeEmpty())
 	t.Logf("Deleted in %s", time.Since(start).Round(time.Second))

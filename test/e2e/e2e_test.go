@@ -19,7 +19,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -34,17 +33,12 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/util/conditions"
-	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
 
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
 	dockerruntime "github.com/talon-capi/talon/infrastructure/docker/runtime"
@@ -61,8 +55,8 @@ const Layer = "e2e"
 
 // Versions of the topology upgrade.
 const (
-	oldVersion = "v1.35.4"
-	newVersion = "v1.36.3"
+	oldVersion = clusters.OldVersion
+	newVersion = clusters.NewVersion
 )
 
 func TestMain(m *testing.M) {
@@ -304,54 +298,10 @@ func (s *suite) scaleWorkers(mgmt client.Client) {
 // topologyUpgrade builds a cluster from the shipped ClusterClass and upgrades its
 // Kubernetes version through the topology.
 func (s *suite) topologyUpgrade(mgmt client.Client) {
-	ctx, g := s.t.Context(), s.g
 	const ns, name = "topology", "e2e-class"
-	g.Expect(mgmt.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-	class, err := plane.RunClusterctl(ctx, s.bin, "", []string{"NAMESPACE=" + ns}, nil,
-		"generate", "yaml", "--from", filepath.Join(filepath.Dir(s.clusterctl), "clusterclass-talos-docker.yaml"))
-	g.Expect(err).NotTo(HaveOccurred())
-	objs, err := utilyaml.ToUnstructured(class)
-	g.Expect(err).NotTo(HaveOccurred())
-	for i := range objs {
-		g.Expect(mgmt.Apply(ctx, client.ApplyConfigurationFromUnstructured(&objs[i]), client.FieldOwner("e2e"))).To(Succeed())
-	}
-	image, err := json.Marshal(dockertest.SimImage())
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(mgmt.Create(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: clusterv1.ClusterSpec{
-		ClusterNetwork: clusterv1.ClusterNetwork{
-			Pods:     clusterv1.NetworkRanges{CIDRBlocks: []string{"10.244.0.0/16"}},
-			Services: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.96.0.0/12"}},
-		},
-		Topology: clusterv1.Topology{
-			ClassRef:     clusterv1.ClusterClassRef{Name: "talos-docker"},
-			Version:      oldVersion,
-			ControlPlane: clusterv1.ControlPlaneTopology{Replicas: ptr.To[int32](1)},
-			Workers: clusterv1.WorkersTopology{MachineDeployments: []clusterv1.MachineDeploymentTopology{{
-				Class: "worker", Name: "md-0", Replicas: ptr.To[int32](1),
-			}}},
-			Variables: []clusterv1.ClusterVariable{{Name: "talosImage", Value: apiextensionsv1.JSON{Raw: image}}},
-		},
-	}})).To(Succeed())
-	start := time.Now()
-	g.Eventually(func(g Gomega) {
-		g.Expect(clusters.UsableMachines(ctx, g, mgmt, ns, name)).To(HaveLen(2))
-	}).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
-	s.t.Logf("ClusterClass cluster ready in %s", time.Since(start).Round(time.Second))
-
-	cluster := &clusterv1.Cluster{}
-	g.Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cluster)).To(Succeed())
-	patch := client.MergeFrom(cluster.DeepCopy())
-	cluster.Spec.Topology.Version = newVersion
-	g.Expect(mgmt.Patch(ctx, cluster, patch)).To(Succeed())
-	start = time.Now()
-	g.Eventually(func(g Gomega) {
-		machines := clusters.UsableMachines(ctx, g, mgmt, ns, name)
-		g.Expect(machines).To(HaveLen(2))
-		for _, m := range machines {
-			g.Expect(m.Spec.Version).To(Equal(newVersion), "Machine %s", m.Name)
-		}
-	}).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
-	s.t.Logf("Topology upgraded %s -> %s in %s", oldVersion, newVersion, time.Since(start).Round(time.Second))
+	classFile := filepath.Join(filepath.Dir(s.clusterctl), "clusterclass-talos-docker.yaml")
+	clusters.CreateClassCluster(s.t.Context(), s.g, s.t.Logf, mgmt, s.bin, classFile, ns, name, dockertest.SimImage())
+	clusters.UpgradeClassCluster(s.t.Context(), s.g, s.t.Logf, mgmt, ns, name)
 }
 
 // move moves the ClusterClass cluster to a second management plane with clusterctl move:
@@ -365,43 +315,8 @@ func (s *suite) move(mgmt client.Client) {
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = target.Remove(context.Background()) })
 	g.Expect(quickstart.InstallProviders(ctx, target, s.clusterctl, quickstart.RuntimeDocker)).To(Succeed())
-	to := s.client(target.Kubeconfig())
-
-	machinesBefore := names(clusters.UsableMachines(ctx, g, mgmt, ns, name))
-	secretsBefore := secretData(ctx, g, mgmt, ns)
-	containersBefore, err := dockertest.Docker(ctx, "ps", "--quiet", "--no-trunc", "--filter", "label="+dockerruntime.LabelCluster+"="+name)
-	g.Expect(err).NotTo(HaveOccurred())
-
-	start := time.Now()
-	_, err = plane.RunClusterctl(ctx, s.bin, filepath.Join(s.out, quickstart.PlaneDirName, "kubeconfig"), nil, testWriter{t},
-		"move", "--namespace", ns, "--to-kubeconfig", target.Kubeconfig())
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Logf("clusterctl move took %s", time.Since(start).Round(time.Second))
-	g.Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &clusterv1.Cluster{})).To(Satisfy(apierrors.IsNotFound))
-
-	t.Log("The target plane runs the cluster with the same Machines, secrets and containers")
-	g.Eventually(func(g Gomega) {
-		cluster := &clusterv1.Cluster{}
-		g.Expect(to.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cluster)).To(Succeed())
-		g.Expect(cluster.Spec.Paused).To(Or(BeNil(), HaveValue(BeFalse())))
-		g.Expect(conditions.IsTrue(cluster, clusterv1.AvailableCondition)).To(BeTrue(), "Cluster Available")
-		g.Expect(names(clusters.UsableMachines(ctx, g, to, ns, name))).To(Equal(machinesBefore))
-	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
-	g.Expect(secretData(ctx, g, to, ns)).To(Equal(secretsBefore), "secrets moved unchanged")
-	containersAfter, err := dockertest.Docker(ctx, "ps", "--quiet", "--no-trunc", "--filter", "label="+dockerruntime.LabelCluster+"="+name)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(sortedFields(containersAfter)).To(Equal(sortedFields(containersBefore)), "no container replaced")
-
-	t.Log("Deleting the cluster on the target plane leaves nothing in Docker")
-	start = time.Now()
-	g.Expect(to.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		g.Expect(to.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &clusterv1.Cluster{})).To(Satisfy(apierrors.IsNotFound))
-	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
-	left, err := dockertest.Leftovers(ctx, map[string]string{dockerruntime.LabelCluster: name})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(left).To(BeEmpty())
-	t.Logf("Cluster deleted in %s", time.Since(start).Round(time.Second))
+	clusters.MoveAndDelete(ctx, g, t.Logf, testWriter{t}, s.bin, filepath.Join(s.out, quickstart.PlaneDirName, "kubeconfig"), target.Kubeconfig(),
+		mgmt, s.client(target.Kubeconfig()), ns, name)
 	g.Expect(target.Remove(ctx)).To(Succeed())
 }
 
@@ -434,29 +349,6 @@ func freeHostPort(t *testing.T) int {
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-// names are the Machines' names, sorted.
-func names(machines []clusterv1.Machine) []string {
-	out := make([]string, 0, len(machines))
-	for _, m := range machines {
-		out = append(out, m.Name)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// secretData is every Secret of the namespace (but service-account tokens), name -> data.
-func secretData(ctx context.Context, g Gomega, c client.Client, ns string) map[string]map[string][]byte {
-	list := &corev1.SecretList{}
-	g.Expect(c.List(ctx, list, client.InNamespace(ns))).To(Succeed())
-	out := map[string]map[string][]byte{}
-	for _, secret := range list.Items {
-		if secret.Type != corev1.SecretTypeServiceAccountToken {
-			out[secret.Name] = secret.Data
-		}
-	}
-	return out
 }
 
 // sortedFields splits out into sorted words.

@@ -142,7 +142,7 @@ func TestEtcdBootstrappedOnce(t *testing.T) {
 	t.Log("3. clusterctl move to a second management plane: the TalosControlPlane starts there without status")
 	target := s.plane("target")
 	to := s.client(target.Kubeconfig())
-	before := names(clusters.UsableMachines(ctx, g, mgmt, ns, name))
+	before := clusters.Names(clusters.UsableMachines(ctx, g, mgmt, ns, name))
 	_, err = plane.RunClusterctl(ctx, bin, source.Kubeconfig(), nil, testWriter{t}, "move", "--namespace", ns, "--to-kubeconfig", target.Kubeconfig())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func(g Gomega) {
@@ -152,7 +152,7 @@ func TestEtcdBootstrappedOnce(t *testing.T) {
 		g.Expect(conditions.IsTrue(moved, controlplanev1.EtcdClusterHealthyCondition)).To(BeTrue(), "EtcdClusterHealthy")
 		g.Expect(moved.Annotations).To(HaveKeyWithValue(controlplanev1.BootstrapMachineAnnotation, first.Name))
 		g.Expect(moved.Annotations).To(HaveKeyWithValue(controlplanev1.EtcdClusterAnnotation, recorded))
-		g.Expect(names(clusters.UsableMachines(ctx, g, to, ns, name))).To(Equal(before))
+		g.Expect(clusters.Names(clusters.UsableMachines(ctx, g, to, ns, name))).To(Equal(before))
 	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	s.expectOneEtcdCluster(to, bundle, ns, name)
 

@@ -92,7 +92,7 @@ func (s *suite) updateInPlace(mgmt client.Client) {
 	s.patch(mgmt, &clusterv1.MachineDeployment{}, "e2e-workers", fmt.Sprintf(`{"spec":{"template":{"spec":{"version":%q}}}}`, inPlaceVersion))
 	s.waitVersions(mgmt, workload, inPlaceVersion, "")
 	after := clusters.UsableMachines(ctx, g, mgmt, "default", "e2e")
-	g.Expect(names(after)).To(Equal(names(before)), "no Machine replaced")
+	g.Expect(clusters.Names(after)).To(Equal(clusters.Names(before)), "no Machine replaced")
 	g.Expect(s.containers()).To(Equal(containers), "no container replaced")
 	for _, m := range after {
 		if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; cp {
@@ -114,7 +114,7 @@ func (s *suite) updateInPlace(mgmt client.Client) {
 	replaced := clusters.UsableMachines(ctx, g, mgmt, "default", "e2e")
 	for _, m := range replaced {
 		_, cp := m.Labels[clusterv1.MachineControlPlaneLabel]
-		g.Expect(slices.Contains(names(before), m.Name)).To(Equal(cp), "Machine %s: the control plane's stays, workers are new", m.Name)
+		g.Expect(slices.Contains(clusters.Names(before), m.Name)).To(Equal(cp), "Machine %s: the control plane's stays, workers are new", m.Name)
 	}
 	t.Logf("Workers replaced with %s in %s", replacementVersion, time.Since(start).Round(time.Second))
 }

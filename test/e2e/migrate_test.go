@@ -64,7 +64,7 @@ func TestMigrateFromSidero(t *testing.T) {
 	}).WithTimeout(8 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 	theirs := s.expectSideroControlPlane(mgmt, ns, name, sideroVersion)
 	machinesBefore := machineUIDs(ctx, g, mgmt, ns, name)
-	secretsBefore := secretData(ctx, g, mgmt, ns)
+	secretsBefore := clusters.SecretData(ctx, g, mgmt, ns)
 	bundle := s.sideroBundle(mgmt, ns, name)
 	etcdID, _, err := etcdCluster(ctx, bundle, s.machineAddress(mgmt, ns, theirs[0]))
 	g.Expect(err).NotTo(HaveOccurred())
@@ -91,7 +91,7 @@ func TestMigrateFromSidero(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(id).To(Equal(etcdID), "the same etcd cluster: never bootstrapped again")
 	for _, secret := range []string{name + "-talos", name + "-ca", name + "-kubeconfig"} {
-		g.Expect(secretData(ctx, g, mgmt, ns)[secret]).To(Equal(secretsBefore[secret]), "Secret %s is used as it is", secret)
+		g.Expect(clusters.SecretData(ctx, g, mgmt, ns)[secret]).To(Equal(secretsBefore[secret]), "Secret %s is used as it is", secret)
 	}
 	t.Log("   and keeps the machine configs CABPT wrote, rendering none")
 	g.Eventually(func(g Gomega) {
@@ -104,7 +104,7 @@ func TestMigrateFromSidero(t *testing.T) {
 				Equal("Machine config stored in Secret "+machine+"-bootstrap-data"), "Talon's word on TalosConfig %s of Machine %s", config.Name, machine)
 		}
 	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
-	g.Expect(bootstrapDataSecrets(secretData(ctx, g, mgmt, ns))).To(Equal(bootstrapDataSecrets(secretsBefore)), "no machine config rendered again")
+	g.Expect(bootstrapDataSecrets(clusters.SecretData(ctx, g, mgmt, ns))).To(Equal(bootstrapDataSecrets(secretsBefore)), "no machine config rendered again")
 
 	t.Log("4. Talon scales the control plane 3 -> 5, keeping the adopted Machines")
 	g.Expect(patchControlPlane(ctx, mgmt, talonControlPlane, ns, name, map[string]any{"replicas": int64(5)})).To(Succeed())
@@ -123,7 +123,7 @@ func TestMigrateFromSidero(t *testing.T) {
 	id, _, err = etcdCluster(ctx, bundle, s.machineAddress(mgmt, ns, after[0]))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(id).To(Equal(etcdID), "the same etcd cluster after scaling and rolling")
-	g.Expect(secretData(ctx, g, mgmt, ns)[name+"-talos"]).To(Equal(secretsBefore[name+"-talos"]), "the bundle Secret is byte-identical")
+	g.Expect(clusters.SecretData(ctx, g, mgmt, ns)[name+"-talos"]).To(Equal(secretsBefore[name+"-talos"]), "the bundle Secret is byte-identical")
 }
 
 // bootstrapDataSecrets are the names of the machine-config Secrets among secrets, sorted.

@@ -86,7 +86,7 @@ func TestSideroProviders(t *testing.T) {
 	t.Log("2. Their control plane scales 1 -> 3, each new node joining etcd")
 	s.patchSideroControlPlane(mgmt, ns, name, map[string]any{"replicas": int64(3)})
 	s.expectSideroControlPlane(mgmt, ns, name, sideroVersion)
-	before := names(controlPlaneMachines(ctx, g, mgmt, ns, name))
+	before := clusters.Names(controlPlaneMachines(ctx, g, mgmt, ns, name))
 
 	t.Logf("3. Their control plane rolls Kubernetes %s -> %s, one Machine at a time", sideroVersion, sideroNextVersion)
 	s.patchSideroControlPlane(mgmt, ns, name, map[string]any{"version": sideroNextVersion})
@@ -227,7 +227,7 @@ func (s *suite) expectControlPlane(c client.Client, gvk schema.GroupVersionKind,
 		}
 		g.Expect(clusters).To(HaveLen(1), "one etcd cluster")
 	}).WithTimeout(10 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
-	return names(machines)
+	return clusters.Names(machines)
 }
 
 // sideroBundle is the secrets bundle CABPT keeps in the Secret <cluster>-talos.

@@ -36,6 +36,7 @@ import (
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	"github.com/talon-capi/talon/internal/plane"
 	"github.com/talon-capi/talon/internal/quickstart"
+	"github.com/talon-capi/talon/test/clusters"
 	dockertest "github.com/talon-capi/talon/test/docker"
 	"github.com/talon-capi/talon/test/envtest"
 )
@@ -176,5 +177,5 @@ func machineNames(ctx context.Context, b *testing.B, c client.Client, name strin
 	if err := c.List(ctx, list, client.InNamespace("default"), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err != nil {
 		b.Fatal(err)
 	}
-	return names(list.Items)
+	return clusters.Names(list.Items)
 }
