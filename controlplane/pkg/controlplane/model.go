@@ -222,8 +222,8 @@ func (cp ControlPlane) Victim() (Machine, bool) {
 
 // OrphanMembers are started etcd members that belong to no Machine: left behind by a
 // Machine that went before its member was removed. Only once every Machine is identified
-// (its member ID known, or its node running no member) can a member be called an orphan: an
-// unidentified Machine may own it. Learners that never started have no name and are left to
+// (its member ID known, or its node running no member while no unclaimed member carries its
+// hostname) can a member be called an orphan: an unidentified Machine may own it. Learners that never started have no name and are left to
 // StaleLearners.
 func (cp ControlPlane) OrphanMembers() []Member {
 	if len(cp.Unidentified()) > 0 {

@@ -302,6 +302,45 @@ func (r *Reconciler) scaleDown(ctx context.Context, s *scope) (ctrl.Result, erro
 	return ctrl.Result{RequeueAfter: converging}, r.deleteMachine(ctx, m)
 }
 
+// startedUnderHostname is the member a going Machine's node started after it answered that
+// it runs none: its node's answer and its peers' member list are read apart, and a member
+// no Machine claims may already be listed under its hostname. ok is true when that member
+// is found and can only be this Machine's; why, when one is listed but another Machine
+// without a recorded member has the same hostname (names can repeat), says what a person
+// can do. Neither, when the node did not answer so or no such member is listed.
+func (s *scope) startedUnderHostname(m *clusterv1.Machine, unclaimed []controlplane.Member) (member talosclient.Member, ok bool, why string) {
+	report := s.nodes[m.Name]
+	if s.etcd == nil || report == nil || !report.noEtcd || recordedNoMember(m) {
+		return talosclient.Member{}, false, ""
+	}
+	host := hostname(m, s.configs)
+	var named []controlplane.Member
+	for _, u := range unclaimed {
+		if u.Name != "" && u.Name == host {
+			named = append(named, u)
+		}
+	}
+	if len(named) == 0 {
+		return talosclient.Member{}, false, ""
+	}
+	for _, other := range s.machines {
+		if other.Name != m.Name && recordedMemberID(other) == 0 && !recordedNoMember(other) && hostname(other, s.configs) == host {
+			return talosclient.Member{}, false, fmt.Sprintf(
+				"etcd member %s, which no Machine claims, carries the hostname of both Machine %s and Machine %s: record annotation %s=<id> on the one it belongs to",
+				controlplane.DescribeMember(named[0]), m.Name, other.Name, controlplanev1.EtcdMemberIDAnnotation)
+		}
+	}
+	if len(named) > 1 {
+		return talosclient.Member{}, false, fmt.Sprintf("%d etcd members no Machine claims carry hostname %s of Machine %s: record annotation %s=<id> on the Machine",
+			len(named), host, m.Name, controlplanev1.EtcdMemberIDAnnotation)
+	}
+	i := slices.IndexFunc(s.etcd.members, func(member talosclient.Member) bool { return member.ID == named[0].ID })
+	if i < 0 {
+		return talosclient.Member{}, false, ""
+	}
+	return s.etcd.members[i], true, ""
+}
+
 // memberToRemove is the etcd member of a Machine that is going, if it has one. ok is false
 // when that cannot be known; why then says what a person can do.
 func (s *scope) memberToRemove(m *clusterv1.Machine) (member talosclient.Member, has, ok bool, why string) {
@@ -311,6 +350,9 @@ func (s *scope) memberToRemove(m *clusterv1.Machine) (member talosclient.Member,
 	model := s.model()
 	unclaimed := model.Unclaimed()
 	report := s.nodes[m.Name]
+	if started, ok, why := s.startedUnderHostname(m, unclaimed); ok || why != "" {
+		return started, ok, ok, why
+	}
 	switch {
 	case recordedNoMember(m):
 		// A person recorded that it never joined etcd.
