@@ -51,11 +51,13 @@ var (
 	braces = strings.NewReplacer("{{", `{{ "{{" }}`, "}}", `{{ "}}" }}`)
 )
 
-// How every CRD of the kustomize output starts (controller-gen annotates each), and the
-// annotation that keeps it when the release is uninstalled.
+// How every CRD of the kustomize output starts (controller-gen annotates each), the
+// annotation that keeps it when the release is uninstalled, and clusterctl's label.
 const (
 	crdPrefix = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  annotations:\n"
 	keep      = "helm.sh/resource-policy: keep"
+	// clusterctlLabel is clusterctl's label of the objects it manages.
+	clusterctlLabel = "clusterctl.cluster.x-k8s.io"
 )
 
 func main() {
@@ -107,6 +109,13 @@ func write(chart, name, file string) error {
 				return fmt.Errorf("a CRD that does not start with %q", crdPrefix)
 			}
 			doc = crdPrefix + "    " + keep + "\n" + doc
+			// clusterctl move finds the kinds to move by this label on their CRDs, which
+			// clusterctl (and the Cluster API operator) put on every object they install.
+			before, after, ok := strings.Cut(doc, "\n  labels:\n")
+			if !ok {
+				return fmt.Errorf("a CRD without labels in %s", file)
+			}
+			doc = before + "\n  labels:\n    " + clusterctlLabel + ": \"\"\n" + after
 		}
 		kept = append(kept, braces.Replace(strings.TrimRight(doc, "\n")))
 	}

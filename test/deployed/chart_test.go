@@ -32,7 +32,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
 	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -144,6 +147,57 @@ func TestChartMatchesKustomize(t *testing.T) {
 	}
 }
 
+// TestChartValues renders the chart with the values clusterctl has no variable for and
+// checks that each lands where it should in the managers' Deployments.
+func TestChartValues(t *testing.T) {
+	helm := filepath.Join(envtest.BinDir(), "helm")
+	if _, err := os.Stat(helm); err != nil {
+		t.Fatalf("run 'make tools' first: %v", err)
+	}
+	g := NewWithT(t)
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	g.Expect(os.WriteFile(values, []byte(`
+image: {registry: registry.example.org/talon, tag: v9.9.9, pullPolicy: Always}
+imagePullSecrets: [{name: pull}]
+nodeSelector: {pool: management}
+tolerations: []
+affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: Exists}]}]}}}
+bootstrap: {replicas: 2, resources: null, extraArgs: ["--image-factory-url=https://factory.example.org"]}
+controlPlane: {image: {repository: mirror.example.org/cp, tag: "1.10"}}
+infrastructure: {docker: {socket: /run/user/1000/docker.sock}}
+`), 0o600)).To(Succeed())
+	out, err := exec.CommandContext(t.Context(), helm, "template", "talon", filepath.Join(envtest.RepoRoot(), "charts", "talon"), "--values", values).Output()
+	g.Expect(err).NotTo(HaveOccurred(), "helm template: %v", stderrOf(err))
+	objs, err := utilyaml.ToUnstructured(out)
+	g.Expect(err).NotTo(HaveOccurred())
+	deployments := map[string]appsv1.Deployment{}
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		var d appsv1.Deployment
+		g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d)).To(Succeed())
+		deployments[strings.TrimSuffix(strings.TrimPrefix(d.Name, "talon-"), "-controller-manager")] = d
+	}
+	g.Expect(deployments).To(HaveLen(3))
+	for name, d := range deployments {
+		spec := d.Spec.Template.Spec
+		g.Expect(spec.ImagePullSecrets).To(Equal([]corev1.LocalObjectReference{{Name: "pull"}}), name)
+		g.Expect(spec.NodeSelector).To(Equal(map[string]string{"pool": "management"}), name)
+		g.Expect(spec.Tolerations).To(BeEmpty(), name)
+		g.Expect(spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms).To(HaveLen(1), name)
+		g.Expect(spec.Containers[0].ImagePullPolicy).To(Equal(corev1.PullAlways), name)
+	}
+	bootstrap, controlPlane, infrastructure := deployments["bootstrap"], deployments["control-plane"], deployments["infrastructure"]
+	g.Expect(bootstrap.Spec.Replicas).To(HaveValue(BeEquivalentTo(2)))
+	g.Expect(bootstrap.Spec.Template.Spec.Containers[0].Resources.Requests).To(BeEmpty(), "resources: null drops the default requests")
+	g.Expect(bootstrap.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--image-factory-url=https://factory.example.org"))
+	g.Expect(bootstrap.Spec.Template.Spec.Containers[0].Image).To(Equal("registry.example.org/talon/talon-bootstrap-manager:v9.9.9"))
+	g.Expect(controlPlane.Spec.Template.Spec.Containers[0].Image).To(Equal("mirror.example.org/cp:1.10"), "a quoted numeric tag stays as written")
+	g.Expect(controlPlane.Spec.Template.Spec.Containers[0].Resources.Requests).NotTo(BeEmpty())
+	g.Expect(infrastructure.Spec.Template.Spec.Volumes).To(ContainElement(HaveField("HostPath.Path", "/run/user/1000/docker.sock")))
+}
+
 // valuesOf are the chart values that stand for clusterctl variables.
 func valuesOf(variables map[string]string) map[string]any {
 	values := map[string]any{}
@@ -198,17 +252,24 @@ func diffObjects(t *testing.T, want, got []byte) string {
 	}
 	w, g := index(want), index(got)
 	var diffs []string
-	// The chart's one addition: helm uninstall keeps the CRDs, and every cluster's objects.
+	// The chart's additions to the CRDs: helm uninstall keeps them, and every cluster's
+	// objects; clusterctl's label, which clusterctl init adds, lets clusterctl move find
+	// their kinds.
 	for key, o := range g {
 		if o.GetKind() != "CustomResourceDefinition" {
 			continue
 		}
-		annotations := o.GetAnnotations()
+		annotations, labels := o.GetAnnotations(), o.GetLabels()
 		if annotations["helm.sh/resource-policy"] != "keep" {
 			diffs = append(diffs, "helm uninstall would delete "+key)
 		}
+		if v, ok := labels[clusterctlv1.ClusterctlLabel]; !ok || v != "" {
+			diffs = append(diffs, "clusterctl move would not move the objects of "+key)
+		}
 		delete(annotations, "helm.sh/resource-policy")
+		delete(labels, clusterctlv1.ClusterctlLabel)
 		o.SetAnnotations(annotations)
+		o.SetLabels(labels)
 	}
 	for _, key := range slices.Sorted(maps.Keys(w)) {
 		o, ok := g[key]
@@ -253,6 +314,15 @@ func TestHelmInstall(t *testing.T) {
 	core := filepath.Join(envtest.RepoRoot(), "out", "repository", "cluster-api", capiVersion, "core-components.yaml")
 	manifest, err := plane.RunClusterctl(ctx, envtest.BinDir(), "", nil, nil, "generate", "yaml", "--from", core, "--config", m.config)
 	g.Expect(err).NotTo(HaveOccurred())
+	// clusterctl move finds the kinds to move by clusterctl's label on their CRDs, which
+	// clusterctl and the Cluster API operator put on every object they install.
+	objs, err := utilyaml.ToUnstructured(manifest)
+	g.Expect(err).NotTo(HaveOccurred())
+	for i := range objs {
+		objs[i].SetLabels(mergeLabels(objs[i].GetLabels(), map[string]string{clusterctlv1.ClusterctlLabel: ""}))
+	}
+	manifest, err = utilyaml.FromUnstructured(objs)
+	g.Expect(err).NotTo(HaveOccurred())
 	m.apply(t, manifest)
 	t.Logf("Applied in %s", time.Since(start).Round(time.Second))
 
@@ -279,6 +349,16 @@ func TestHelmInstall(t *testing.T) {
 
 	// No clusterctl inventory names Talon's version here: the template comes from its file.
 	m.createCluster(t, "--from", filepath.Join(envtest.RepoRoot(), "out", "cluster-template.yaml"))
-	m.deleteCluster(t)
+	t.Log("clusterctl move to a second management cluster finds Talon's kinds by the chart's CRDs, and the cluster is deleted there")
+	m.moveAndDelete(t, "default", m.cluster)
 	m.expectNoRefusals(t)
+}
+
+// mergeLabels are labels with more added.
+func mergeLabels(labels, more map[string]string) map[string]string {
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	maps.Copy(labels, more)
+	return labels
 }

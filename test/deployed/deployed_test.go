@@ -118,21 +118,31 @@ func TestProvidersAsPods(t *testing.T) {
 	root := envtest.RepoRoot()
 	clusters.CreateClassCluster(ctx, g, t.Logf, m.c, envtest.BinDir(), filepath.Join(root, "out", "clusterclass-talos-docker.yaml"),
 		classNamespace, className, dockertest.SimImage())
-	t.Cleanup(func() { dockertest.RemoveLabelled(t, map[string]string{dockerruntime.LabelCluster: className}) })
+	m.others = append(m.others, className)
 	clusters.UpgradeClassCluster(ctx, g, t.Logf, m.c, classNamespace, className)
 
 	t.Log("clusterctl move of the ClusterClass cluster to a second management cluster (managers as processes), which deletes it")
-	target, err := plane.Start(ctx, plane.Options{Dir: filepath.Join(t.TempDir(), "target"), BinDir: envtest.BinDir(), Log: testLog{t}})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = target.Remove(context.Background()) })
-	g.Expect(quickstart.InstallProviders(ctx, target, filepath.Join(root, "out", "clusterctl.yaml"), quickstart.RuntimeDocker)).To(Succeed())
-	to, err := client.New(mustConfig(g, target.Kubeconfig()), client.Options{Scheme: quickstart.Scheme})
-	g.Expect(err).NotTo(HaveOccurred())
-	clusters.MoveAndDelete(ctx, g, t.Logf, testLog{t}, envtest.BinDir(), m.p.Kubeconfig(), target.Kubeconfig(), m.c, to, classNamespace, className)
-	g.Expect(target.Remove(ctx)).To(Succeed())
+	m.moveAndDelete(t, classNamespace, className)
 
 	m.deleteCluster(t)
 	m.expectNoRefusals(t)
+}
+
+// moveAndDelete moves the Docker cluster name in namespace ns with clusterctl move to a
+// second management cluster, the process-run plane with Cluster API and Talon installed by
+// clusterctl, which then runs it as it was and deletes it.
+func (m *managementCluster) moveAndDelete(t *testing.T, ns, name string) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	target, err := plane.Start(ctx, plane.Options{Dir: filepath.Join(t.TempDir(), "target"), BinDir: envtest.BinDir(), Log: testLog{t}})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = target.Remove(context.Background()) })
+	g.Expect(quickstart.InstallProviders(ctx, target, filepath.Join(envtest.RepoRoot(), "out", "clusterctl.yaml"), quickstart.RuntimeDocker)).To(Succeed())
+	to, err := client.New(mustConfig(g, target.Kubeconfig()), client.Options{Scheme: quickstart.Scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	clusters.MoveAndDelete(ctx, g, t.Logf, testLog{t}, envtest.BinDir(), m.p.Kubeconfig(), target.Kubeconfig(), m.c, to, ns, name)
+	g.Expect(target.Remove(ctx)).To(Succeed())
 }
 
 // managementCluster is a test's kubelet-run management cluster and the workload cluster it
@@ -146,6 +156,9 @@ type managementCluster struct {
 	certManager string
 	// cluster is the name of the workload cluster.
 	cluster string
+	// others are the names of other Docker clusters the test makes, whose containers are
+	// removed with the management cluster's (after its managers stopped).
+	others []string
 }
 
 // startManagementCluster starts a kubelet-run management cluster, after checking that
@@ -188,7 +201,9 @@ func startManagementCluster(t *testing.T, cluster string) *managementCluster {
 		if err := m.p.Remove(context.Background()); err != nil {
 			t.Errorf("Failed to remove the management cluster: %v", err)
 		}
-		dockertest.RemoveLabelled(t, map[string]string{dockerruntime.LabelCluster: cluster})
+		for _, name := range append([]string{cluster}, m.others...) {
+			dockertest.RemoveLabelled(t, map[string]string{dockerruntime.LabelCluster: name})
+		}
 	})
 	// Cleanups run last-in first-out: this one, while the cluster still runs.
 	t.Cleanup(func() {
