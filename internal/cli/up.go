@@ -17,6 +17,7 @@ limitations under the License.
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -54,7 +55,10 @@ a cluster from Talon's cluster template and shows its progress until it is ready
 Nodes run in Docker with the Talos image if the engine holds it, else in Docker with the
 node simulator image (make sim-image), else as simulated nodes inside the infrastructure
 manager; --runtime chooses. With --kubeconfig, up uses that management cluster (Cluster API
-and Talon installed and running there) instead of a local plane.
+and Talon installed and running there) instead of a local plane. With --managers pods, the
+local plane is a real single-node Kubernetes (kubelet, kube-proxy, kube-scheduler,
+cri-dockerd; Pods are containers of this Docker Engine) where clusterctl init installs
+cert-manager, Cluster API and Talon as Deployments, as on any management cluster.
 
 The cluster's kubeconfig, talosconfig and rendered machine configs go to <out>/<name>/.
 Run it again with another --name for a second cluster on the same plane; 'talon down'
@@ -82,6 +86,20 @@ removes everything up made.`,
 	cmd.Flags().IntVar(&o.APIPort, "api-port", 0, "host port that publishes the cluster's Kubernetes API (Docker nodes; default: a free port Docker picks)")
 	cmd.Flags().StringVar(&o.Subnet, "subnet", "", "subnet of the cluster's Docker network, e.g. 172.30.0.0/24 (Docker nodes; default: Docker's choice)")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 10*time.Minute, "how long to wait for the cluster to be ready")
+	var managers string
+	cmd.Flags().StringVar(&managers, "managers", "processes", "how the managers run: processes (local processes on a plane of etcd, kube-apiserver and "+
+		"kube-controller-manager) or pods (Deployments installed by clusterctl init on a single-node Kubernetes whose kubelet runs Pods "+
+		"as containers of this Docker Engine; needs root and make docker-build cert-manager pause-image)")
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		switch managers {
+		case "processes":
+		case "pods":
+			o.ManagersAsPods = true
+		default:
+			return fmt.Errorf("--managers must be processes or pods, got %q", managers)
+		}
+		return nil
+	}
 	return cmd
 }
 

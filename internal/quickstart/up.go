@@ -18,6 +18,7 @@ package quickstart
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -119,6 +120,14 @@ type Options struct {
 	// empty: Docker's choice).
 	APIPort int
 	Subnet  string
+	// ManagersAsPods starts the local plane as a real single-node Kubernetes (a kubelet whose
+	// Pods are containers of this Docker Engine) and installs cert-manager, Cluster API and
+	// Talon there as Deployments, as on any management cluster (InstallProvidersAsPods),
+	// instead of running the managers as local processes. Docker nodes only; needs root and
+	// the images of make docker-build, cert-manager and pause-image.
+	ManagersAsPods bool
+	// PauseImage is the Pod sandbox image of ManagersAsPods (empty: plane.DefaultPauseImage).
+	PauseImage string
 	// Timeout bounds the wait for the cluster.
 	Timeout time.Duration
 	// Out receives progress; Interactive redraws the tree in place.
@@ -192,6 +201,9 @@ func Up(ctx context.Context, opts Options) (*Record, error) {
 	}
 	if rt != RuntimeDocker && (opts.APIPort != 0 || opts.Subnet != "") {
 		return nil, fmt.Errorf("--api-port and --subnet apply to Docker nodes, and these run as %s (use --runtime docker)", rt)
+	}
+	if opts.ManagersAsPods && (rt != RuntimeDocker || opts.Kubeconfig != "") {
+		return nil, fmt.Errorf("--managers pods runs the managers in a local kubelet-run cluster, for Docker nodes (these run as %s) and without --kubeconfig", rt)
 	}
 	sayf(out, "Nodes: %s\n", why)
 
@@ -276,6 +288,23 @@ func ensurePlane(ctx context.Context, opts Options, rt string) (*plane.Plane, er
 	planeOpts := plane.Options{Dir: dir, BinDir: opts.BinDir, Log: opts.Out}
 	var p *plane.Plane
 	var err error
+	if opts.ManagersAsPods {
+		planeOpts.Node, planeOpts.PauseImage = true, cmp.Or(opts.PauseImage, plane.DefaultPauseImage)
+		sayf(opts.Out, "Starting a single-node Kubernetes whose Pods are containers of this Docker Engine, for the managers\n")
+		if p, err = plane.Start(ctx, planeOpts); err != nil {
+			return nil, err
+		}
+		// The simulator needs no privileges; the Talos image does (and gets them).
+		env := []string{"CLUSTER_TOPOLOGY=true", "TALON_DOCKER_UNPRIVILEGED_NODES=true"}
+		if has, _ := dockerImages(ctx, TalosImage); has[TalosImage] {
+			env[1] = "TALON_DOCKER_UNPRIVILEGED_NODES=false"
+		}
+		if err := InstallProvidersAsPods(ctx, p, opts.ClusterctlConfig, env); err != nil {
+			return nil, errors.Join(err, p.Stop(context.WithoutCancel(ctx)))
+		}
+		sayf(opts.Out, "Management cluster ready in %s, the managers running as Pods (kubeconfig: %s)\n", time.Since(start).Round(time.Second), p.Kubeconfig())
+		return p, nil
+	}
 	if opts.Kubeconfig != "" {
 		sayf(opts.Out, "The cluster of %s has no Talon: installing Cluster API and Talon there with their managers running here "+
 			"(its API server must reach this machine's 127.0.0.1 for their webhooks)\n", opts.Kubeconfig)

@@ -63,42 +63,69 @@ const Layer = "kubelet"
 // Images every Pod of the test runs; no image is pulled, so each must be in the Docker
 // Engine under exactly this name.
 var images = map[string]string{
-	"ghcr.io/talon-capi/talon-bootstrap-manager:dev":                    "make docker-build",
-	"ghcr.io/talon-capi/talon-controlplane-manager:dev":                 "make docker-build",
-	"ghcr.io/talon-capi/talon-infrastructure-manager:dev":               "make docker-build",
-	"registry.k8s.io/cluster-api/cluster-api-controller:" + capiVersion: "make docker-build",
-	"quay.io/jetstack/cert-manager-controller:" + certManagerVersion:    "make cert-manager",
-	"quay.io/jetstack/cert-manager-webhook:" + certManagerVersion:       "make cert-manager",
-	"quay.io/jetstack/cert-manager-cainjector:" + certManagerVersion:    "make cert-manager",
+	"ghcr.io/talon-capi/talon-bootstrap-manager:dev":                            "make docker-build",
+	"ghcr.io/talon-capi/talon-controlplane-manager:dev":                         "make docker-build",
+	"ghcr.io/talon-capi/talon-infrastructure-manager:dev":                       "make docker-build",
+	"registry.k8s.io/cluster-api/cluster-api-controller:" + capiVersion:         "make docker-build",
+	"quay.io/jetstack/cert-manager-controller:" + quickstart.CertManagerVersion: "make cert-manager",
+	"quay.io/jetstack/cert-manager-webhook:" + quickstart.CertManagerVersion:    "make cert-manager",
+	"quay.io/jetstack/cert-manager-cainjector:" + quickstart.CertManagerVersion: "make cert-manager",
 }
 
-const (
-	capiVersion        = "v1.14.2"
-	certManagerVersion = "v1.19.1"
-)
+// capiVersion is the Cluster API release Talon is built and tested with (go.mod).
+const capiVersion = "v1.14.2"
 
 // providerNamespaces are where clusterctl installs the managers.
 var providerNamespaces = []string{"cert-manager", "capi-system", "talon-bootstrap-system", "talon-control-plane-system", "talon-infrastructure-system"}
 
-// TestProvidersAsPods installs everything with clusterctl init on a kubelet-run management
-// cluster and makes a 1 + 1 cluster of simulator containers, scales its workers to 2 and
-// deletes it, with every manager a Pod under its own ServiceAccount.
+// TestProvidersAsPods runs talon up with its managers as Pods: a kubelet-run management
+// cluster where clusterctl init installs cert-manager, Cluster API and Talon as Deployments,
+// and a 1 + 1 cluster of simulator containers on it. Its workers are then scaled to 2, a
+// cluster of Talon's ClusterClass is made, its topology upgraded and moved to a second
+// management cluster with clusterctl move, and talon down deletes the first cluster and
+// the management cluster, leaving nothing. Every manager is a Pod under its own
+// ServiceAccount, and none may be refused anything.
 func TestProvidersAsPods(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
-	m := startManagementCluster(t, "pods")
+	pauseImage := checkPrerequisites(t)
+	t.Setenv("HOME", t.TempDir())
+	out := t.TempDir()
+	planeDir := filepath.Join(out, quickstart.PlaneDirName)
+	const classNamespace, className = "topology", "pods-class"
+	t.Cleanup(func() {
+		// Whatever a failed run left: the management cluster, then the clusters' containers.
+		if p, err := plane.Open(planeDir, testLog{t}); err == nil {
+			if t.Failed() && p.Running() {
+				logManagers(t, p)
+			}
+			if err := p.Remove(context.Background()); err != nil {
+				t.Errorf("Failed to remove the management cluster: %v", err)
+			}
+		}
+		for _, name := range []string{"pods", className} {
+			dockertest.RemoveLabelled(t, map[string]string{dockerruntime.LabelCluster: name})
+		}
+	})
 
-	t.Log("clusterctl init installs cert-manager, Cluster API and Talon as Deployments")
+	t.Log("talon up --managers pods: clusterctl init installs cert-manager, Cluster API and Talon as Deployments, then a 1 + 1 cluster")
 	start := time.Now()
-	// CLUSTER_TOPOLOGY: Talon's ClusterClass needs Cluster API's topology reconciler (docs/clusterclass.md).
-	env := []string{"TALON_DOCKER_UNPRIVILEGED_NODES=true", "TALON_LOG_LEVEL=2", "CLUSTER_TOPOLOGY=true"}
-	out, err := plane.RunClusterctl(ctx, envtest.BinDir(), m.p.Kubeconfig(), env, testLog{t}, "init", "--config", m.config,
-		"--core", "cluster-api", "--bootstrap", "talon", "--control-plane", "talon", "--infrastructure", "talon", "--wait-providers", "--wait-provider-timeout", "180")
-	g.Expect(err).NotTo(HaveOccurred(), string(out))
-	t.Logf("clusterctl init took %s", time.Since(start).Round(time.Second))
+	_, err := quickstart.Up(ctx, quickstart.Options{
+		Name: "pods", Namespace: "default", ControlPlanes: 1, Workers: 1, KubernetesVersion: "v1.36.3", Runtime: quickstart.RuntimeDocker,
+		BinDir: envtest.BinDir(), ClusterctlConfig: filepath.Join(envtest.RepoRoot(), "out", "clusterctl.yaml"), OutDir: out,
+		ManagersAsPods: true, PauseImage: pauseImage, Timeout: 6 * time.Minute, Out: testLog{t},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Logf("talon up took %s", time.Since(start).Round(time.Second))
+	m := &managementCluster{cluster: "pods"}
+	m.p, err = plane.Open(planeDir, testLog{t})
+	g.Expect(err).NotTo(HaveOccurred())
+	m.c, err = client.New(mustConfig(g, m.p.Kubeconfig()), client.Options{Scheme: quickstart.Scheme})
+	g.Expect(err).NotTo(HaveOccurred())
 	m.expectManagersRunning(t)
-
-	workload := m.createCluster(t, "--infrastructure", "talon")
+	workload, err := client.New(mustConfig(g, filepath.Join(out, "pods", "kubeconfig")), client.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func(g Gomega) { g.Expect(clusters.ReadyNodes(ctx, g, workload)).To(HaveLen(2)) }).WithTimeout(time.Minute).Should(Succeed())
 
 	t.Log("Scaling the workers to 2")
 	start = time.Now()
@@ -114,18 +141,25 @@ func TestProvidersAsPods(t *testing.T) {
 	t.Logf("Scaled in %s", time.Since(start).Round(time.Second))
 
 	t.Log("A cluster of Talon's ClusterClass, its topology then upgraded")
-	const classNamespace, className = "topology", "pods-class"
-	root := envtest.RepoRoot()
-	clusters.CreateClassCluster(ctx, g, t.Logf, m.c, envtest.BinDir(), filepath.Join(root, "out", "clusterclass-talos-docker.yaml"),
+	clusters.CreateClassCluster(ctx, g, t.Logf, m.c, envtest.BinDir(), filepath.Join(envtest.RepoRoot(), "out", "clusterclass-talos-docker.yaml"),
 		classNamespace, className, dockertest.SimImage())
-	m.others = append(m.others, className)
 	clusters.UpgradeClassCluster(ctx, g, t.Logf, m.c, classNamespace, className)
 
 	t.Log("clusterctl move of the ClusterClass cluster to a second management cluster (managers as processes), which deletes it")
 	m.moveAndDelete(t, classNamespace, className)
-
-	m.deleteCluster(t)
 	m.expectNoRefusals(t)
+
+	t.Log("talon down deletes the cluster and removes the management cluster")
+	start = time.Now()
+	clusters.Containers(ctx, g, "pods") // there are some
+	g.Expect(quickstart.Down(ctx, quickstart.DownOptions{OutDir: out, Timeout: 5 * time.Minute, Out: testLog{t}})).To(Succeed())
+	left, err := dockertest.Leftovers(ctx, map[string]string{dockerruntime.LabelCluster: "pods"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(left).To(BeEmpty())
+	entries, err := os.ReadDir(out)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(entries).To(BeEmpty(), "talon down removes the management cluster and the cluster's files")
+	t.Logf("talon down took %s", time.Since(start).Round(time.Second))
 }
 
 // moveAndDelete moves the Docker cluster name in namespace ns with clusterctl move to a
@@ -150,15 +184,12 @@ func (m *managementCluster) moveAndDelete(t *testing.T, ns, name string) {
 type managementCluster struct {
 	p *plane.Plane
 	c client.Client
-	// config is a clusterctl.yaml of Talon's local repository and this build's cert-manager.
+	// config is the clusterctl.yaml of Talon's local repository (make release-manifests).
 	config string
 	// certManager is cert-manager's install manifest.
 	certManager string
 	// cluster is the name of the workload cluster.
 	cluster string
-	// others are the names of other Docker clusters the test makes, whose containers are
-	// removed with the management cluster's (after its managers stopped).
-	others []string
 }
 
 // startManagementCluster starts a kubelet-run management cluster, after checking that
@@ -168,42 +199,26 @@ func startManagementCluster(t *testing.T, cluster string) *managementCluster {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := t.Context()
-	pauseImage := cmp.Or(os.Getenv("TALON_PAUSE_IMAGE"), plane.DefaultPauseImage)
-	require.Layer(t, Layer, plane.CheckNode(ctx, envtest.BinDir(), pauseImage))
-	for image, how := range images {
-		if _, err := dockertest.Docker(ctx, "image", "inspect", image); err != nil {
-			t.Fatalf("image %s is missing: run '%s' first", image, how)
+	pauseImage := checkPrerequisites(t)
+	root := envtest.RepoRoot()
+	m := &managementCluster{cluster: cluster, config: filepath.Join(root, "out", "clusterctl.yaml")}
+	m.certManager = quickstart.CertManagerManifest(m.config)
+	for _, file := range []string{m.config, m.certManager} {
+		if _, err := os.Stat(file); err != nil {
+			t.Fatalf("run 'make release-manifests cert-manager' first: %v", err)
 		}
 	}
-	if _, err := dockertest.Docker(ctx, "image", "inspect", dockertest.SimImage()); err != nil {
-		t.Fatalf("image %s is missing: run 'make sim-image' first", dockertest.SimImage())
-	}
-	root := envtest.RepoRoot()
-	m := &managementCluster{cluster: cluster}
-	// clusterctl reads a file:// URL as a repository: <name>/<version>/<file>.
-	m.certManager = filepath.Join(root, "out", "cert-manager", "cert-manager", certManagerVersion, "cert-manager.yaml")
-	base, err := os.ReadFile(filepath.Join(root, "out", "clusterctl.yaml"))
-	if err != nil {
-		t.Fatalf("run 'make release-manifests' first: %v", err)
-	}
-	if _, err := os.Stat(m.certManager); err != nil {
-		t.Fatalf("run 'make cert-manager' first: %v", err)
-	}
-	// clusterctl installs cert-manager from this machine's build, not from GitHub.
-	m.config = filepath.Join(t.TempDir(), "clusterctl.yaml")
-	g.Expect(os.WriteFile(m.config, fmt.Appendf(base, "cert-manager:\n  url: file://%s\n  version: %s\n", m.certManager, certManagerVersion), 0o600)).To(Succeed())
 	t.Setenv("HOME", t.TempDir())
 
 	start := time.Now()
+	var err error
 	m.p, err = plane.Start(ctx, plane.Options{Dir: filepath.Join(t.TempDir(), "plane"), BinDir: envtest.BinDir(), Node: true, PauseImage: pauseImage, Log: testLog{t}})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() {
 		if err := m.p.Remove(context.Background()); err != nil {
 			t.Errorf("Failed to remove the management cluster: %v", err)
 		}
-		for _, name := range append([]string{cluster}, m.others...) {
-			dockertest.RemoveLabelled(t, map[string]string{dockerruntime.LabelCluster: name})
-		}
+		dockertest.RemoveLabelled(t, map[string]string{dockerruntime.LabelCluster: cluster})
 	})
 	// Cleanups run last-in first-out: this one, while the cluster still runs.
 	t.Cleanup(func() {
@@ -215,6 +230,25 @@ func startManagementCluster(t *testing.T, cluster string) *managementCluster {
 	m.c, err = client.New(mustConfig(g, m.p.Kubeconfig()), client.Options{Scheme: quickstart.Scheme})
 	g.Expect(err).NotTo(HaveOccurred())
 	return m
+}
+
+// checkPrerequisites skips the test, or fails it when its layer is required, if this
+// machine cannot run a kubelet, and fails it when an image its Pods or nodes run is not in
+// the Docker Engine. It returns the Pod sandbox image.
+func checkPrerequisites(t *testing.T) (pauseImage string) {
+	t.Helper()
+	ctx := t.Context()
+	pauseImage = cmp.Or(os.Getenv("TALON_PAUSE_IMAGE"), plane.DefaultPauseImage)
+	require.Layer(t, Layer, plane.CheckNode(ctx, envtest.BinDir(), pauseImage))
+	for image, how := range images {
+		if _, err := dockertest.Docker(ctx, "image", "inspect", image); err != nil {
+			t.Fatalf("image %s is missing: run '%s' first", image, how)
+		}
+	}
+	if _, err := dockertest.Docker(ctx, "image", "inspect", dockertest.SimImage()); err != nil {
+		t.Fatalf("image %s is missing: run 'make sim-image' first", dockertest.SimImage())
+	}
+	return pauseImage
 }
 
 // expectManagersRunning checks that every manager runs as one available Pod under its own
@@ -293,26 +327,6 @@ func (m *managementCluster) apply(t *testing.T, manifest []byte) {
 			return err
 		}).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(Succeed(), "%s %s", objs[i].GetKind(), objs[i].GetName())
 	}
-}
-
-// deleteCluster deletes the workload cluster and checks that its Machines and containers go.
-func (m *managementCluster) deleteCluster(t *testing.T) {
-	t.Helper()
-	g := NewWithT(t)
-	ctx := t.Context()
-	t.Log("Deleting the cluster removes its Machines and containers")
-	start := time.Now()
-	clusters.Containers(ctx, g, m.cluster) // there are some
-	cluster := &clusterv1.Cluster{}
-	g.Expect(m.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: m.cluster}, cluster)).To(Succeed())
-	g.Expect(m.c.Delete(ctx, cluster)).To(Succeed())
-	g.Eventually(func() bool {
-		return apierrors.IsNotFound(m.c.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{}))
-	}).WithTimeout(5 * time.Minute).WithPolling(2 * time.Second).Should(BeTrue())
-	left, err := dockertest.Leftovers(ctx, map[string]string{dockerruntime.LabelCluster: m.cluster})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(left).To(BeEmpty())
-	t.Logf("Deleted in %s", time.Since(start).Round(time.Second))
 }
 
 // expectNoRefusals fails the test when any manager's log shows an RBAC refusal, or a
