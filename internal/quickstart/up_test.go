@@ -49,6 +49,8 @@ func TestBadInput(t *testing.T) {
 		{"an API port out of range", up(func(o *Options) { o.APIPort = 70000 }), "--api-port must be a port number (1-65535), got 70000"},
 		{"a subnet that is no CIDR", up(func(o *Options) { o.Subnet = "172.30.0.0" }), "--subnet must be a CIDR such as 172.30.0.0/24"},
 		{"an API port for simulated nodes", up(func(o *Options) { o.Runtime, o.APIPort = RuntimeSim, 6444 }), "--api-port and --subnet apply to Docker nodes"},
+		{"managers as Pods for simulated nodes", up(func(o *Options) { o.Runtime, o.ManagersAsPods = RuntimeSim, true }), "--managers pods runs the managers in a local kubelet-run cluster, for Docker nodes"},
+		{"managers as Pods on a cluster of one's own", up(func(o *Options) { o.Runtime, o.ManagersAsPods, o.Kubeconfig = RuntimeSim, true, "kubeconfig" }), "and without --kubeconfig"},
 		{"down of an unknown cluster", Down(t.Context(), DownOptions{OutDir: out, Name: "nope", Out: io.Discard}), `talon up made no cluster "nope" in`},
 		{"status of an unknown cluster", func() error { _, err := StatusOf(t.Context(), out, "nope"); return err }(), `talon up made no cluster "nope" in`},
 	}
