@@ -276,7 +276,12 @@ func ensurePlane(ctx context.Context, opts Options, rt string) (*plane.Plane, er
 		sayf(opts.Out, "The management plane in %s is not running (stopped, or the machine restarted): starting a new one. "+
 			"'talon down' removes what clusters of the old one left in Docker.\n", dir)
 	}
-	for _, name := range []string{plane.ClusterctlBinary, CAPIManagerBinary, BootstrapBinary, ControlPlaneBin, InfraBinary} {
+	needed := []string{plane.ClusterctlBinary, CAPIManagerBinary, BootstrapBinary, ControlPlaneBin, InfraBinary}
+	if opts.ManagersAsPods {
+		// The managers run from their images; plane.Start checks the node's programs.
+		needed = []string{plane.ClusterctlBinary}
+	}
+	for _, name := range needed {
 		if _, err := os.Stat(filepath.Join(opts.BinDir, name)); err != nil {
 			return nil, fmt.Errorf("%s not found in %s: run 'make tools build' first (make quickstart does)", name, opts.BinDir)
 		}

@@ -78,6 +78,12 @@ const capiVersion = "v1.14.2"
 // providerNamespaces are where clusterctl installs the managers.
 var providerNamespaces = []string{"cert-manager", "capi-system", "talon-bootstrap-system", "talon-control-plane-system", "talon-infrastructure-system"}
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	clusters.RemovePrograms()
+	os.Exit(code)
+}
+
 // TestProvidersAsPods runs talon up with its managers as Pods: a kubelet-run management
 // cluster where clusterctl init installs cert-manager, Cluster API and Talon as Deployments,
 // and a 1 + 1 cluster of simulator containers on it. Its workers are then scaled to 2, a
@@ -169,13 +175,15 @@ func (m *managementCluster) moveAndDelete(t *testing.T, ns, name string) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := t.Context()
-	target, err := plane.Start(ctx, plane.Options{Dir: filepath.Join(t.TempDir(), "target"), BinDir: envtest.BinDir(), Log: testLog{t}})
+	bin, err := clusters.Programs()
+	g.Expect(err).NotTo(HaveOccurred())
+	target, err := plane.Start(ctx, plane.Options{Dir: filepath.Join(t.TempDir(), "target"), BinDir: bin, Log: testLog{t}})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = target.Remove(context.Background()) })
 	g.Expect(quickstart.InstallProviders(ctx, target, filepath.Join(envtest.RepoRoot(), "out", "clusterctl.yaml"), quickstart.RuntimeDocker)).To(Succeed())
 	to, err := client.New(mustConfig(g, target.Kubeconfig()), client.Options{Scheme: quickstart.Scheme})
 	g.Expect(err).NotTo(HaveOccurred())
-	clusters.MoveAndDelete(ctx, g, t.Logf, testLog{t}, envtest.BinDir(), m.p.Kubeconfig(), target.Kubeconfig(), m.c, to, ns, name)
+	clusters.MoveAndDelete(ctx, g, t.Logf, testLog{t}, bin, m.p.Kubeconfig(), target.Kubeconfig(), m.c, to, ns, name)
 	g.Expect(target.Remove(ctx)).To(Succeed())
 }
 

@@ -28,7 +28,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -61,37 +60,12 @@ const (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if dir, err := binDir(); err == nil {
-		_ = os.RemoveAll(dir)
-	}
+	clusters.RemovePrograms()
 	os.Exit(code)
 }
 
-// binDir builds every program under cmd/ into a temporary directory, as "make build" does
-// into bin/, and links the tools of bin/ (make tools) next to them: the directory talon up
-// runs everything from.
-var binDir = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "talon-e2e-bin-")
-	if err != nil {
-		return "", err
-	}
-	cmd := exec.CommandContext(context.Background(), "go", "build", "-o", dir+string(filepath.Separator), "./cmd/...")
-	cmd.Dir = envtest.RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return dir, fmt.Errorf("go build ./cmd/... failed: %w\n%s", err, out)
-	}
-	for _, tool := range []string{plane.EtcdBinary, plane.APIServerBinary, plane.ControllerManagerBinary, plane.ClusterctlBinary, quickstart.CAPIManagerBinary,
-		quickstart.SideroBootstrapBinary, quickstart.SideroControlPlaneBinary} {
-		path, err := envtest.Binary(tool)
-		if err != nil {
-			return dir, err
-		}
-		if err := os.Symlink(path, filepath.Join(dir, tool)); err != nil {
-			return dir, err
-		}
-	}
-	return dir, nil
-})
+// binDir is the directory of this build's programs and the tools (clusters.Programs).
+var binDir = clusters.Programs
 
 // suite is what every step of the end-to-end run shares.
 type suite struct {
