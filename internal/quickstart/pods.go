@@ -58,8 +58,8 @@ func InstallProvidersAsPods(ctx context.Context, p *plane.Plane, clusterctlConfi
 	if err := os.WriteFile(config, fmt.Appendf(base, "cert-manager:\n  url: file://%s\n  version: %s\n", certManager, CertManagerVersion), 0o600); err != nil {
 		return err
 	}
-	args := []string{"init", "--config", config, "--core", "cluster-api", "--bootstrap", "talon", "--control-plane", "talon", "--infrastructure", "talon"}
-	listed, err := p.Clusterctl(ctx, env, append(args, "--list-images")...)
+	providers := []string{"--config", config, "--core", "cluster-api", "--bootstrap", "talon", "--control-plane", "talon", "--infrastructure", "talon"}
+	listed, err := p.Clusterctl(ctx, env, append([]string{"init", "list-images"}, providers...)...)
 	if err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func InstallProvidersAsPods(ctx context.Context, p *plane.Plane, clusterctlConfi
 	if len(missing) > 0 {
 		return fmt.Errorf("the Docker Engine lacks the images of %s, and nothing is pulled: run 'make docker-build cert-manager' first", strings.Join(missing, ", "))
 	}
-	if _, err := p.Clusterctl(ctx, env, append(args, "--wait-providers", "--wait-provider-timeout", "300")...); err != nil {
+	if _, err := p.Clusterctl(ctx, env, append(append([]string{"init"}, providers...), "--wait-providers", "--wait-provider-timeout", "300")...); err != nil {
 		return err
 	}
 	path := filepath.Join(filepath.Dir(clusterctlConfig), InPlaceUpdatesFile)
