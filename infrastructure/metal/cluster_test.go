@@ -19,18 +19,13 @@ package metal_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/sha512"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -49,9 +44,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
 	"sigs.k8s.io/cluster-api/util/conditions"
-	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
@@ -65,9 +58,9 @@ import (
 	"github.com/talon-capi/talon/internal/imagefactory/factorytest"
 	"github.com/talon-capi/talon/internal/manager"
 	"github.com/talon-capi/talon/sim"
-	"github.com/talon-capi/talon/sim/bmc"
 	"github.com/talon-capi/talon/sim/simtest"
 	"github.com/talon-capi/talon/test/envtest"
+	"github.com/talon-capi/talon/test/metallab"
 	"github.com/talon-capi/talon/test/require"
 )
 
@@ -96,161 +89,8 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// rootNetworking says why this machine cannot make the bridge and veth pairs of the
-// provisioning network, or nil.
-func rootNetworking() error {
-	if os.Geteuid() != 0 {
-		return errors.New("needs root to create bridges and veth pairs and to serve DHCP")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		return errors.New("needs the ip command (Debian package iproute2)")
-	}
-	return nil
-}
-
-func ip(t *testing.T, args ...string) {
-	t.Helper()
-	if out, err := exec.CommandContext(context.Background(), "ip", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %v: %v: %s", args, err, out)
-	}
-}
-
-// lab is a provisioning network with simulated hosts and their BMCs.
-type lab struct {
-	t         *testing.T
-	bridge    string
-	serverIP  net.IP
-	prefix    string // e.g. 10.99.7.
-	namespace string
-	hosts     map[string]*labHost
-}
-
-type labHost struct {
-	name     string
-	nic      string
-	mac      net.HardwareAddr
-	bmc      *bmc.BMC
-	address  string // of the BMC
-	password string
-	host     *sim.Host
-	stateDir string
-	// installDisk is the MetalHost's install-disk hint, if any.
-	installDisk string
-}
-
-// newLab makes a bridge with the boot service's address and n veth pairs, one per host.
-func newLab(t *testing.T, namespace string) *lab {
-	t.Helper()
-	id := make([]byte, 2)
-	_, _ = rand.Read(id)
-	tag := hex.EncodeToString(id)
-	l := &lab{t: t, bridge: "tm" + tag, prefix: fmt.Sprintf("10.99.%d.", id[0]), namespace: namespace, hosts: map[string]*labHost{}}
-	l.serverIP = net.ParseIP(l.prefix + "1").To4()
-	ip(t, "link", "add", l.bridge, "type", "bridge")
-	t.Cleanup(func() { _ = exec.CommandContext(context.Background(), "ip", "link", "del", l.bridge).Run() })
-	ip(t, "address", "add", l.prefix+"1/24", "dev", l.bridge)
-	ip(t, "link", "set", l.bridge, "up")
-	return l
-}
-
-// addHost adds a simulated host on the network, with a Redfish or IPMI BMC.
-func (l *lab) addHost(ctx context.Context, name string, i int, ipmi bool) *labHost {
-	t := l.t
-	t.Helper()
-	mac := net.HardwareAddr{0x02, 0x42, 0x10, 0x99, l.serverIP[2], byte(i)}
-	h := &labHost{name: name, nic: fmt.Sprintf("%sh%d", l.bridge, i), mac: mac, password: "pw-" + rand.Text()[:12]}
-	peer := fmt.Sprintf("%sp%d", l.bridge, i)
-	ip(t, "link", "add", h.nic, "address", mac.String(), "type", "veth", "peer", "name", peer)
-	t.Cleanup(func() { _ = exec.CommandContext(context.Background(), "ip", "link", "del", h.nic).Run() })
-	ip(t, "link", "set", peer, "master", l.bridge)
-	ip(t, "link", "set", peer, "up")
-	ip(t, "link", "set", h.nic, "up")
-	h.stateDir = t.TempDir()
-	var err error
-	h.host, err = sim.NewHost(sim.HostOptions{
-		Interface: h.nic, StateDir: h.stateDir, BinDir: envtest.BinDir(),
-		OnPowerOff: func() { h.bmc.SetPower("1", false) },
-		Log:        ctrl.Log.WithName("sim-host").WithValues("name", name),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.bmc = bmc.New(bmc.Config{Username: "admin", Password: h.password, OnPowerChange: func(e bmc.PowerEvent) {
-		if !e.On {
-			h.host.PowerOff()
-			return
-		}
-		h.host.PowerOn(ctx, e.Boot.Enabled != bmc.OverrideDisabled && e.Boot.Target == "Pxe")
-	}})
-	if ipmi {
-		address, err := h.bmc.StartIPMI("127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.address = "ipmi://" + address
-	} else {
-		listener, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.bmc.Start(listener)
-		h.address = "redfish+http://" + listener.Addr().String()
-	}
-	t.Cleanup(func() {
-		h.host.PowerOff()
-		h.bmc.Close()
-	})
-	l.hosts[name] = h
-	return h
-}
-
-// register creates the MetalHost and credentials Secret of h.
-func (l *lab) register(c client.Client, h *labHost, role string) {
-	t := l.t
-	t.Helper()
-	g := NewWithT(t)
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: l.namespace, Name: h.name + "-bmc"},
-		StringData: map[string]string{"username": "admin", "password": h.password},
-	}
-	g.Expect(c.Create(t.Context(), secret)).To(Succeed())
-	host := &infrav1.MetalHost{
-		ObjectMeta: metav1.ObjectMeta{Namespace: l.namespace, Name: h.name, Labels: map[string]string{"talon.dev/role": role}},
-		Spec: infrav1.MetalHostSpec{
-			BootMACAddresses: []string{h.mac.String()},
-			BMC:              &infrav1.BMCSpec{Address: h.address, CredentialsName: secret.Name},
-			InstallDisk:      h.installDisk,
-		},
-	}
-	g.Expect(c.Create(t.Context(), host)).To(Succeed())
-}
-
-// bootAssets serves stand-in kernel and initramfs files and returns the template variables
-// naming them.
-func bootAssets(t *testing.T) map[string]string {
-	t.Helper()
-	files := map[string][]byte{"/vmlinuz-amd64": []byte("stand-in Talos kernel\n"), "/initramfs-amd64.xz": []byte("stand-in Talos initramfs\n")}
-	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		data, ok := files[r.URL.Path]
-		if !ok {
-			http.NotFound(w, r)
-			return
-		}
-		_, _ = w.Write(data)
-	}))
-	t.Cleanup(server.Close)
-	sum := func(name string) string {
-		s := sha512.Sum512(files[name])
-		return hex.EncodeToString(s[:])
-	}
-	return map[string]string{
-		"TALOS_KERNEL_URL": server.URL + "/vmlinuz-amd64", "TALOS_KERNEL_SHA512": sum("/vmlinuz-amd64"),
-		"TALOS_INITRAMFS_URL": server.URL + "/initramfs-amd64.xz", "TALOS_INITRAMFS_SHA512": sum("/initramfs-amd64.xz"),
-	}
-}
-
 // startProviders runs Cluster API and Talon's three providers with the boot service on the lab.
-func startProviders(t *testing.T, env *envtest.Environment, l *lab) {
+func startProviders(t *testing.T, env *envtest.Environment, l *metallab.Lab) {
 	t.Helper()
 	tftpDir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(tftpDir, bootservice.BootFileUEFIAMD64), []byte("stand-in iPXE for UEFI\n"), 0o600); err != nil {
@@ -259,12 +99,12 @@ func startProviders(t *testing.T, env *envtest.Environment, l *lab) {
 	settings := infrasetup.NewSettings()
 	settings.Metal = metal.Settings{
 		AssetDir: t.TempDir(), BootTimeout: 30 * time.Second, ResetTimeout: time.Minute, BootService: true,
-		RegisterNamespace: l.namespace,
+		RegisterNamespace: l.Namespace,
 		Service: metal.BootServiceOptions{
-			Interface: l.bridge, ServerIP: l.serverIP, HTTPAddress: l.serverIP.String() + ":0", TFTPDir: tftpDir,
+			Interface: l.Bridge, ServerIP: l.ServerIP, HTTPAddress: l.ServerIP.String() + ":0", TFTPDir: tftpDir,
 			DHCPMode: bootservice.DHCPModeFull,
 			Pool: &bootservice.AddressPool{
-				Start: net.ParseIP(l.prefix + "10").To4(), End: net.ParseIP(l.prefix + "14").To4(), Netmask: net.CIDRMask(24, 32),
+				Start: net.ParseIP(l.Prefix + "10").To4(), End: net.ParseIP(l.Prefix + "14").To4(), Netmask: net.CIDRMask(24, 32),
 			},
 		},
 	}
@@ -283,26 +123,6 @@ func startProviders(t *testing.T, env *envtest.Environment, l *lab) {
 			)
 		},
 	})
-}
-
-// applyMetalTemplate creates the objects of templates/cluster-template-metal.yaml.
-func applyMetalTemplate(t *testing.T, c client.Client, variables map[string]string) {
-	t.Helper()
-	g := NewWithT(t)
-	raw, err := os.ReadFile(filepath.Join(envtest.RepoRoot(), "templates", "cluster-template-metal.yaml"))
-	g.Expect(err).NotTo(HaveOccurred())
-	processed, err := yamlprocessor.NewSimpleProcessor().Process(raw, func(name string) (string, error) {
-		if v, ok := variables[name]; ok {
-			return v, nil
-		}
-		return "", fmt.Errorf("variable %s is not set", name)
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	objs, err := utilyaml.ToUnstructured(processed)
-	g.Expect(err).NotTo(HaveOccurred())
-	for i := range objs {
-		g.Expect(c.Create(t.Context(), &objs[i])).To(Succeed(), "create %s %s", objs[i].GetKind(), objs[i].GetName())
-	}
 }
 
 // machines returns the cluster's Machines, expecting want, all Running with a Node.
@@ -357,7 +177,7 @@ func metalMachineCondition(t *testing.T, c client.Client, namespace, host, reaso
 // worker's host is reset through Talos, powered off and Available again, and the new Machine
 // reuses it; credentials appear in no log, event or status.
 func TestClusterOnSimulatedHosts(t *testing.T) {
-	require.Layer(t, "netns", rootNetworking())
+	require.Layer(t, metallab.Layer, metallab.RootNetworking())
 	env := envtest.Get(t)
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -368,7 +188,7 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 			_ = os.WriteFile(path, []byte(logs.String()), 0o600)
 		}
 	})
-	l := newLab(t, namespace)
+	l := metallab.New(t, namespace)
 
 	hostCtx, stopHosts := context.WithCancel(context.Background())
 	t.Cleanup(stopHosts)
@@ -380,16 +200,16 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 		{"worker-1", "worker", true}, {"worker-2", "worker", false},
 	}
 	for i, r := range roles {
-		h := l.addHost(hostCtx, r.name, i+1, r.ipmi)
+		h := l.AddHost(hostCtx, r.name, i+1, r.ipmi, ctrl.Log.WithName("sim-host"))
 		if r.name == "cp-3" {
-			h.installDisk = "/dev/nvme0n1"
+			h.InstallDisk = "/dev/nvme0n1"
 		}
-		l.register(c, h, r.role)
+		l.Register(c, h, r.role)
 	}
 	// The second worker's BMC accepts power requests and does nothing, and the first worker's
 	// NIC is down (it never network-boots), until the test fixes them.
-	l.hosts["worker-2"].bmc.SetIgnorePower(true)
-	ip(t, "link", "set", l.hosts["worker-1"].nic, "down")
+	l.Hosts["worker-2"].BMC.SetIgnorePower(true)
+	metallab.IP(t, "link", "set", l.Hosts["worker-1"].NIC, "down")
 
 	startProviders(t, env, l)
 	g.Eventually(func(g Gomega) {
@@ -402,21 +222,17 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 
 	// The user's load balancer in front of the hosts' addresses: the pool has one per host.
-	lb := simtest.NewLoadBalancer(t, l.serverIP.String(), 6443, 50001)
-	var backends []string
-	for i := 10; i <= 14; i++ {
-		backends = append(backends, fmt.Sprintf("%s%d", l.prefix, i))
-	}
-	lb.SetBackends(backends...)
-	variables := bootAssets(t)
+	lb := simtest.NewLoadBalancer(t, l.ServerIP.String(), 6443, 50001)
+	lb.SetBackends(l.Addresses(10, 14)...)
+	variables := metallab.BootAssets(t)
 	for k, v := range map[string]string{
 		"CLUSTER_NAME": "metal", "NAMESPACE": namespace, "KUBERNETES_VERSION": simtest.KubernetesVersion,
-		"CONTROL_PLANE_MACHINE_COUNT": "3", "WORKER_MACHINE_COUNT": "2", "CONTROL_PLANE_ENDPOINT_HOST": l.serverIP.String(),
+		"CONTROL_PLANE_MACHINE_COUNT": "3", "WORKER_MACHINE_COUNT": "2", "CONTROL_PLANE_ENDPOINT_HOST": l.ServerIP.String(),
 	} {
 		variables[k] = v
 	}
 	start := time.Now()
-	applyMetalTemplate(t, c, variables)
+	metallab.ApplyTemplate(t, c, variables)
 
 	// The power fault shows on the Machine, naming the host and the problem...
 	message := metalMachineCondition(t, c, namespace, "worker-2", infrav1.PowerStateMismatchReason, 2*time.Minute)
@@ -424,13 +240,13 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 	g.Expect(message).To(ContainSubstring("reports power Off"))
 	t.Logf("Power fault reported: %s", message)
 	// ...and clears once the BMC obeys again.
-	l.hosts["worker-2"].bmc.SetIgnorePower(false)
+	l.Hosts["worker-2"].BMC.SetIgnorePower(false)
 	// A host that does not network-boot is reported after the boot timeout, and power-cycled
 	// again: with its link back it boots.
 	message = metalMachineCondition(t, c, namespace, "worker-1", infrav1.HostNotBootingReason, 2*time.Minute)
 	g.Expect(message).To(ContainSubstring("MetalHost worker-1 did not network-boot within 30s"))
 	t.Logf("Boot fault reported: %s", message)
-	ip(t, "link", "set", l.hosts["worker-1"].nic, "up")
+	metallab.IP(t, "link", "set", l.Hosts["worker-1"].NIC, "up")
 
 	var machines []clusterv1.Machine
 	g.Eventually(func(g Gomega) {
@@ -451,11 +267,11 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: host}, h)).To(Succeed())
 		g.Expect(h.Status.State).To(Equal(infrav1.MetalHostStateProvisioned))
 		g.Expect(h.Status.ConsumerRef.Name).To(Equal(m.Spec.InfrastructureRef.Name))
-		boots := l.hosts[host].host.NetBoots()
+		boots := l.Hosts[host].Sim.NetBoots()
 		g.Expect(boots).NotTo(BeEmpty())
 		last := boots[len(boots)-1]
 		g.Expect(last.Firmware).To(Equal(bootservice.BootFileUEFIAMD64))
-		g.Expect(last.ScriptURL).To(ContainSubstring(url.QueryEscape(l.hosts[host].mac.String())))
+		g.Expect(last.ScriptURL).To(ContainSubstring(url.QueryEscape(l.Hosts[host].MAC.String())))
 		g.Expect(last.Kernel).To(HaveSuffix(variables["TALOS_KERNEL_SHA512"]))
 		g.Expect(last.KernelArgs).To(ContainElement("talos.platform=metal"))
 		g.Expect(last.ConfigURL).NotTo(BeEmpty())
@@ -483,7 +299,7 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 	// The host's own install disk reached its config, the others install on the template's;
 	// both in the v1.14 form, with the installer and none of the fields it replaces.
 	for host, disk := range map[string]string{"cp-3": "/dev/nvme0n1", "cp-1": "/dev/sda"} {
-		installed, err := os.ReadFile(filepath.Join(l.hosts[host].stateDir, "config.yaml"))
+		installed, err := os.ReadFile(filepath.Join(l.Hosts[host].StateDir, "config.yaml"))
 		g.Expect(err).NotTo(HaveOccurred())
 		cfg, err := configloader.NewFromBytes(installed)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -519,19 +335,19 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 		g.Expect(freed).NotTo(BeEmpty(), "a worker host is Available again")
 	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	t.Logf("Worker deleted and MetalHost %s wiped and Available after %s", freed, time.Since(start).Round(time.Second))
-	_, err := os.Stat(filepath.Join(l.hosts[freed].stateDir, "config.yaml"))
+	_, err := os.Stat(filepath.Join(l.Hosts[freed].StateDir, "config.yaml"))
 	g.Expect(os.IsNotExist(err)).To(BeTrue(), "the reset wiped the host's disk")
 
 	// A new Machine reuses the host; its BMC is unreachable first: the Machine says so, naming
 	// the host, and carries on when the BMC answers again.
-	l.hosts[freed].bmc.SetUnreachable(true)
+	l.Hosts[freed].BMC.SetUnreachable(true)
 	patch = client.MergeFrom(md.DeepCopy())
 	md.Spec.Replicas = ptr.To[int32](2)
 	g.Expect(c.Patch(ctx, md, patch)).To(Succeed())
 	message = metalMachineCondition(t, c, namespace, freed, infrav1.BMCUnreachableReason, 2*time.Minute)
-	g.Expect(message).To(ContainSubstring("MetalHost " + freed + ": BMC " + l.hosts[freed].address))
+	g.Expect(message).To(ContainSubstring("MetalHost " + freed + ": BMC " + l.Hosts[freed].Address))
 	t.Logf("BMC fault reported: %s", message)
-	l.hosts[freed].bmc.SetUnreachable(false)
+	l.Hosts[freed].BMC.SetUnreachable(false)
 	start = time.Now()
 	g.Eventually(func(g Gomega) {
 		machines = runningMachines(ctx, g, c, namespace, 5)
@@ -551,9 +367,9 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 	}
 	g.Expect(victim.Name).NotTo(BeEmpty())
 	stuck := strings.TrimPrefix(victim.Spec.ProviderID, metal.ProviderIDPrefix+namespace+"/")
-	g.Eventually(l.hosts[stuck].host.Node).WithTimeout(time.Minute).ShouldNot(BeNil())
-	l.hosts[stuck].host.Node().Partition()
-	wipesBefore := len(l.hosts[stuck].host.NetBoots())
+	g.Eventually(l.Hosts[stuck].Sim.Node).WithTimeout(time.Minute).ShouldNot(BeNil())
+	l.Hosts[stuck].Sim.Node().Partition()
+	wipesBefore := len(l.Hosts[stuck].Sim.NetBoots())
 	g.Expect(c.Delete(ctx, &victim)).To(Succeed())
 	start = time.Now()
 	g.Eventually(func(g Gomega) {
@@ -565,7 +381,7 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 	}).WithTimeout(4 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	// Wipe boots (more than one if the machine was slow to answer), then an install boot: the
 	// host never booted its old disk (the victim's config) and no wipe boot got a config.
-	boots := l.hosts[stuck].host.NetBoots()[wipesBefore:]
+	boots := l.Hosts[stuck].Sim.NetBoots()[wipesBefore:]
 	g.Expect(len(boots)).To(BeNumerically(">=", 2))
 	g.Expect(boots[0].Wipe).To(BeTrue(), "boots after the deletion: %+v", boots)
 	for _, b := range boots {
@@ -579,14 +395,14 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 
 	// A machine no MetalHost boots from gets no answer, and is registered for a person to add
 	// its BMC.
-	stranger := l.addHost(hostCtx, "stranger", 9, false)
-	_, err = sim.NetworkBoot(ctx, stranger.nic, sim.FirmwareUEFI, func(net.IPNet) error { return nil })
+	stranger := l.AddHost(hostCtx, "stranger", 9, false, ctrl.Log.WithName("sim-host"))
+	_, err = sim.NetworkBoot(ctx, stranger.NIC, sim.FirmwareUEFI, func(net.IPNet) error { return nil })
 	g.Expect(err).To(MatchError(ContainSubstring("PXE firmware: DHCP")), "an unknown host gets no DHCP answer")
-	registered := "host-" + strings.ReplaceAll(stranger.mac.String(), ":", "")
+	registered := "host-" + strings.ReplaceAll(stranger.MAC.String(), ":", "")
 	g.Eventually(func(g Gomega) {
 		h := &infrav1.MetalHost{}
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: registered}, h)).To(Succeed())
-		g.Expect(h.Spec.BootMACAddresses).To(Equal([]string{stranger.mac.String()}))
+		g.Expect(h.Spec.BootMACAddresses).To(Equal([]string{stranger.MAC.String()}))
 		g.Expect(h.Status.State).To(Equal(infrav1.MetalHostStateRegistering))
 		cond := conditions.Get(h, infrav1.BMCReachableCondition)
 		g.Expect(cond).NotTo(BeNil())
@@ -601,9 +417,9 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 	g.Expect(c.List(ctx, hosts, client.InNamespace(namespace))).To(Succeed())
 	logged := logs.String()
 	g.Expect(logged).To(ContainSubstring("Claimed MetalHost"), "the managers' logs were captured")
-	for _, h := range l.hosts {
-		g.Expect(logged).NotTo(ContainSubstring(h.password), "BMC password of %s in the logs", h.name)
-		g.Expect(fmt.Sprintf("%+v", events.Items)).NotTo(ContainSubstring(h.password))
-		g.Expect(fmt.Sprintf("%+v", hosts.Items)).NotTo(ContainSubstring(h.password))
+	for _, h := range l.Hosts {
+		g.Expect(logged).NotTo(ContainSubstring(h.Password), "BMC password of %s in the logs", h.Name)
+		g.Expect(fmt.Sprintf("%+v", events.Items)).NotTo(ContainSubstring(h.Password))
+		g.Expect(fmt.Sprintf("%+v", hosts.Items)).NotTo(ContainSubstring(h.Password))
 	}
 }
