@@ -172,9 +172,10 @@ release-manifests: $(KUSTOMIZE) ## Write the clusterctl components and metadata.
 	$(KUSTOMIZE) build config/controlplane/default > $(OUT)/control-plane-components.yaml
 	$(KUSTOMIZE) build config/infrastructure/default > $(OUT)/infrastructure-components.yaml
 	$(KUSTOMIZE) build config/infrastructure/metal-only > $(OUT)/infrastructure-components-metal-only.yaml
+	$(KUSTOMIZE) build config/infrastructure/metal-boot-service > $(OUT)/infrastructure-components-metal-boot-service.yaml
 	$(KUSTOMIZE) build config/controlplane/extension > $(OUT)/in-place-updates.yaml
 	cp metadata.yaml templates/cluster-template.yaml templates/cluster-template-metal.yaml templates/clusterclass-talos-docker.yaml $(OUT)/
-	@echo "Wrote $(OUT)/{bootstrap,control-plane,infrastructure}-components.yaml, infrastructure-components-metal-only.yaml, in-place-updates.yaml, metadata.yaml, cluster-template{,-metal}.yaml and clusterclass-talos-docker.yaml"
+	@echo "Wrote $(OUT)/{bootstrap,control-plane,infrastructure}-components.yaml, infrastructure-components-metal-{only,boot-service}.yaml, in-place-updates.yaml, metadata.yaml, cluster-template{,-metal}.yaml and clusterclass-talos-docker.yaml"
 	@# A clusterctl local repository of these files and the clusterctl.yaml that points at it:
 	@#   clusterctl init --config out/clusterctl.yaml --bootstrap talon --control-plane talon --infrastructure talon
 	@# Cluster API's core manager calls Talon's in-place update hooks with these two gates on.
@@ -184,7 +185,8 @@ release-manifests: $(KUSTOMIZE) ## Write the clusterctl components and metadata.
 		cp $(OUT)/$$name-components.yaml $(OUT)/metadata.yaml $$dir/; \
 		printf -- '- name: talon\n  type: %s\n  url: file://%s/%s-components.yaml\n' $${p##*:} $$dir $$name >> $(OUT)/clusterctl.yaml; \
 	done
-	cp templates/cluster-template.yaml templates/cluster-template-metal.yaml templates/clusterclass-talos-docker.yaml $(OUT)/repository/infrastructure-talon/$(RELEASE_VERSION)/
+	cp templates/cluster-template.yaml templates/cluster-template-metal.yaml templates/clusterclass-talos-docker.yaml \
+		$(OUT)/infrastructure-components-metal-only.yaml $(OUT)/infrastructure-components-metal-boot-service.yaml $(OUT)/repository/infrastructure-talon/$(RELEASE_VERSION)/
 	@# Cluster API's own core provider, built from the module Talon is tested with, so that
 	@# clusterctl init needs nothing from GitHub.
 	@capi=$$(go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api); capiv=$$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api); \
@@ -193,7 +195,10 @@ release-manifests: $(KUSTOMIZE) ## Write the clusterctl components and metadata.
 			-e "s#imagePullPolicy: Always#imagePullPolicy: IfNotPresent#" > $$dir/core-components.yaml; \
 		cp $$capi/metadata.yaml $$dir/; \
 		printf -- '- name: cluster-api\n  type: CoreProvider\n  url: file://%s/core-components.yaml\n' $$dir >> $(OUT)/clusterctl.yaml
-	@echo "Wrote the clusterctl repository $(OUT)/repository ($(RELEASE_VERSION)) and $(OUT)/clusterctl.yaml"
+	@# out/clusterctl-metal.yaml: the same, with the infrastructure provider for bare metal only,
+	@# running the boot service (docs/metal.md).
+	@sed 's#/infrastructure-components.yaml#/infrastructure-components-metal-boot-service.yaml#' $(OUT)/clusterctl.yaml > $(OUT)/clusterctl-metal.yaml
+	@echo "Wrote the clusterctl repository $(OUT)/repository ($(RELEASE_VERSION)), $(OUT)/clusterctl.yaml and $(OUT)/clusterctl-metal.yaml"
 	@# Sidero's providers ("talos") from their module directories, and out/clusterctl-sidero.yaml:
 	@# Cluster API, Talon's infrastructure provider and Sidero's bootstrap and control plane.
 	@cd hack/tools/sidero && go mod download $(SIDERO_BOOTSTRAP_MODULE) $(SIDERO_CONTROLPLANE_MODULE)

@@ -117,10 +117,10 @@ func (s *Settings) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&m.Service.HTTPAddress, "boot-http-address", m.Service.HTTPAddress, "With --boot-service: where the HTTP server (iPXE scripts, configs, assets) listens.")
 	fs.StringVar(&m.Service.BaseURL, "boot-base-url", m.Service.BaseURL, "With --boot-service: how hosts reach the HTTP server; http://<boot-server-ip>:<port> when empty.")
 	fs.StringVar(&s.dhcpMode, "dhcp-mode", s.dhcpMode, "With --boot-service: proxy (answer PXE clients only; the site's DHCP server leases addresses) or full (also lease addresses to known hosts, for isolated networks).")
-	fs.StringVar(&s.poolStart, "dhcp-pool-start", s.poolStart, "With --dhcp-mode full: the first address to lease.")
-	fs.StringVar(&s.poolEnd, "dhcp-pool-end", s.poolEnd, "With --dhcp-mode full: the last address to lease.")
+	fs.StringVar(&s.poolStart, "dhcp-pool-start", s.poolStart, "With --dhcp-mode full: the first address to lease (0.0.0.0 is none).")
+	fs.StringVar(&s.poolEnd, "dhcp-pool-end", s.poolEnd, "With --dhcp-mode full: the last address to lease (0.0.0.0 is none).")
 	fs.StringVar(&s.poolNetmask, "dhcp-netmask", "255.255.255.0", "With --dhcp-mode full: the subnet mask of the leases.")
-	fs.StringVar(&s.poolRouter, "dhcp-router", s.poolRouter, "With --dhcp-mode full: the default gateway of the leases, if any.")
+	fs.StringVar(&s.poolRouter, "dhcp-router", s.poolRouter, "With --dhcp-mode full: the default gateway of the leases, if any (0.0.0.0 is none).")
 	fs.StringVar(&m.Service.TFTPDir, "tftp-dir", m.Service.TFTPDir, "With --boot-service: directory of the iPXE binaries (regular files, not symlinks: copy Debian's /usr/lib/ipxe/ipxe.efi, a link into /boot).")
 	fs.StringVar(&m.RegisterNamespace, "auto-register-namespace", m.RegisterNamespace, "With --boot-service: register PXE clients no MetalHost boots from as MetalHosts (state Registering) in this namespace; off when empty.")
 }
@@ -139,15 +139,25 @@ func (s *Settings) validateMetal() error {
 		m.Service.DHCPMode = bootservice.DHCPModeProxy
 	case "full":
 		m.Service.DHCPMode = bootservice.DHCPModeFull
-		start, end, mask := net.ParseIP(s.poolStart).To4(), net.ParseIP(s.poolEnd).To4(), net.ParseIP(s.poolNetmask).To4()
+		// 0.0.0.0 is none: the install manifests' default, as clusterctl has no empty one.
+		start, end, mask := specified(s.poolStart), specified(s.poolEnd), specified(s.poolNetmask)
 		if start == nil || end == nil || mask == nil {
 			return fmt.Errorf("--dhcp-mode full needs --dhcp-pool-start, --dhcp-pool-end and --dhcp-netmask as IPv4 addresses (got %q, %q, %q)", s.poolStart, s.poolEnd, s.poolNetmask)
 		}
-		m.Service.Pool = &bootservice.AddressPool{Start: start, End: end, Netmask: net.IPMask(mask), Router: net.ParseIP(s.poolRouter).To4()}
+		m.Service.Pool = &bootservice.AddressPool{Start: start, End: end, Netmask: net.IPMask(mask), Router: specified(s.poolRouter)}
 	default:
 		return fmt.Errorf("--dhcp-mode must be proxy or full, not %q", s.dhcpMode)
 	}
 	return nil
+}
+
+// specified is the IPv4 address text, or nil when it is none, 0.0.0.0 or not an IPv4 address.
+func specified(text string) net.IP {
+	ip := net.ParseIP(text).To4()
+	if ip == nil || ip.IsUnspecified() {
+		return nil
+	}
+	return ip
 }
 
 // Validate reports settings that cannot work.

@@ -54,6 +54,17 @@ var chartValues = map[string]string{
 	"TALON_INSECURE_DIAGNOSTICS":      "diagnostics.insecure",
 	"TALON_DOCKER_RUNTIME":            "infrastructure.docker.runtime",
 	"TALON_DOCKER_UNPRIVILEGED_NODES": "infrastructure.docker.unprivilegedNodes",
+	"TALON_IMAGE_FACTORY_URL":         "bootstrap.imageFactoryURL",
+	"TALON_BOOT_SERVER_IP":            "infrastructure.bootService.serverIP",
+	"TALON_BOOT_INTERFACE":            "infrastructure.bootService.interface",
+	"TALON_BOOT_HTTP_ADDRESS":         "infrastructure.bootService.httpAddress",
+	"TALON_DHCP_MODE":                 "infrastructure.bootService.dhcp.mode",
+	"TALON_DHCP_POOL_START":           "infrastructure.bootService.dhcp.poolStart",
+	"TALON_DHCP_POOL_END":             "infrastructure.bootService.dhcp.poolEnd",
+	"TALON_DHCP_NETMASK":              "infrastructure.bootService.dhcp.netmask",
+	"TALON_DHCP_ROUTER":               "infrastructure.bootService.dhcp.router",
+	"TALON_TFTP_DIR":                  "infrastructure.bootService.tftpDir",
+	"TALON_BOOT_ASSET_DIR":            "infrastructure.bootService.assetDir",
 }
 
 // TestChartMatchesKustomize renders the Helm chart with the real helm and Talon's
@@ -77,7 +88,7 @@ func TestChartMatchesKustomize(t *testing.T) {
 		return out
 	}
 	components := map[string][]byte{}
-	for _, dir := range []string{"bootstrap/default", "controlplane/default", "infrastructure/default", "infrastructure/metal-only", "controlplane/extension"} {
+	for _, dir := range []string{"bootstrap/default", "controlplane/default", "infrastructure/default", "infrastructure/metal-only", "infrastructure/metal-boot-service", "controlplane/extension"} {
 		components[dir] = build(t, dir)
 	}
 
@@ -98,6 +109,22 @@ func TestChartMatchesKustomize(t *testing.T) {
 	variables := map[string]string{
 		"TALON_FEATURE_GATES": "AllAlpha=true", "TALON_LOG_LEVEL": "5", "TALON_DIAGNOSTICS_ADDRESS": ":9555",
 		"TALON_INSECURE_DIAGNOSTICS": "true", "TALON_DOCKER_RUNTIME": "podman", "TALON_DOCKER_UNPRIVILEGED_NODES": "true",
+		"TALON_IMAGE_FACTORY_URL": "http://factory.example:8080",
+	}
+	// The boot service's variables: only its component uses them, and the server address
+	// and interface have no default.
+	bootMinimal := map[string]string{"TALON_BOOT_SERVER_IP": "10.10.0.2", "TALON_BOOT_INTERFACE": "eno2"}
+	boot := map[string]string{
+		"TALON_BOOT_SERVER_IP": "10.10.0.2", "TALON_BOOT_INTERFACE": "eno2", "TALON_BOOT_HTTP_ADDRESS": "10.10.0.2:8080",
+		"TALON_DHCP_MODE": "full", "TALON_DHCP_POOL_START": "10.10.0.100", "TALON_DHCP_POOL_END": "10.10.0.199",
+		"TALON_DHCP_NETMASK": "255.255.0.0", "TALON_DHCP_ROUTER": "10.10.0.1",
+		"TALON_TFTP_DIR": "/opt/ipxe", "TALON_BOOT_ASSET_DIR": "/data/talon",
+	}
+	bootValues := func(variables map[string]string) map[string]any {
+		values := valuesOf(variables)
+		values["infrastructure.docker.enabled"] = false
+		values["infrastructure.bootService.enabled"] = true
+		return values
 	}
 	cases := []struct {
 		name      string
@@ -111,6 +138,10 @@ func TestChartMatchesKustomize(t *testing.T) {
 		{"in-place updates", map[string]any{"controlPlane.inPlaceUpdates": true}, nil,
 			[]string{"bootstrap/default", "controlplane/default", "infrastructure/default", "controlplane/extension"}},
 		{"every variable set", valuesOf(variables), variables, []string{"bootstrap/default", "controlplane/default", "infrastructure/default"}},
+		{"metal with the boot service", bootValues(bootMinimal), bootMinimal,
+			[]string{"bootstrap/default", "controlplane/default", "infrastructure/metal-boot-service"}},
+		{"metal with the boot service and every variable set", bootValues(boot), boot,
+			[]string{"bootstrap/default", "controlplane/default", "infrastructure/metal-boot-service"}},
 		{"control plane only", map[string]any{"bootstrap.enabled": false, "infrastructure.enabled": false}, nil, []string{"controlplane/default"}},
 	}
 	for _, tc := range cases {

@@ -276,11 +276,13 @@ func (m *managementCluster) expectManagersRunning(t *testing.T) {
 				continue
 			}
 			// Talon's managers work from a read-only root file system, without privileges;
-			// only the Docker provider's runs as root, the owner of the Docker socket.
+			// only the infrastructure provider's runs as root when it mounts the node's files:
+			// the Docker socket (its owner's), the boot service's directories (whose ports
+			// need capabilities Kubernetes grants only to root).
 			spec := d.Spec.Template.Spec
-			docker := slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.HostPath != nil })
+			hostFiles := slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.HostPath != nil })
 			g.Expect(spec.SecurityContext).NotTo(BeNil(), "Deployment %s/%s", ns, d.Name)
-			g.Expect(ptr.Deref(spec.SecurityContext.RunAsNonRoot, false)).To(Equal(!docker), "Deployment %s/%s", ns, d.Name)
+			g.Expect(ptr.Deref(spec.SecurityContext.RunAsNonRoot, false)).To(Equal(!hostFiles), "Deployment %s/%s", ns, d.Name)
 			for _, c := range spec.Containers {
 				g.Expect(c.SecurityContext).NotTo(BeNil(), "Deployment %s/%s", ns, d.Name)
 				g.Expect(ptr.Deref(c.SecurityContext.ReadOnlyRootFilesystem, false)).To(BeTrue(), "Deployment %s/%s", ns, d.Name)

@@ -1,6 +1,7 @@
 {{/*
 talon.manager renders one provider's manager Deployment, as config/<provider>/manager and
-(for the infrastructure provider) config/infrastructure/docker make it. Its argument is a
+(for the infrastructure provider) config/infrastructure/docker and
+config/infrastructure/boot-service make it. Its argument is a
 dict: root (the chart's context), provider (its name in object names: bootstrap,
 control-plane, infrastructure), image (its name in image names) and values (its values).
 */}}
@@ -9,6 +10,8 @@ control-plane, infrastructure), image (its name in image names) and values (its 
 {{- $v := .values -}}
 {{- $name := printf "talon-%s" .provider -}}
 {{- $docker := and (eq .provider "infrastructure") $v.docker.enabled -}}
+{{- $boot := and (eq .provider "infrastructure") $v.bootService.enabled -}}
+{{- $asRoot := or $docker $boot -}}
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -34,9 +37,27 @@ spec:
         - --insecure-diagnostics={{ $root.Values.diagnostics.insecure }}
         - --feature-gates={{ $root.Values.featureGates }}
         - --v={{ $root.Values.logLevel }}
+        {{- if eq .provider "bootstrap" }}
+        - --image-factory-url={{ $v.imageFactoryURL }}
+        {{- end }}
         {{- if eq .provider "infrastructure" }}
         - --runtime={{ $v.docker.runtime }}
         - --docker-unprivileged-nodes={{ $v.docker.unprivilegedNodes }}
+        {{- end }}
+        {{- if $boot }}
+        {{- with $v.bootService }}
+        - --boot-service
+        - --boot-server-ip={{ required "infrastructure.bootService.serverIP: the boot service needs this node's IPv4 address on the provisioning network" .serverIP }}
+        - --boot-interface={{ required "infrastructure.bootService.interface: the boot service needs the provisioning network's interface" .interface }}
+        - --boot-http-address={{ .httpAddress }}
+        - --dhcp-mode={{ .dhcp.mode }}
+        - --dhcp-pool-start={{ .dhcp.poolStart }}
+        - --dhcp-pool-end={{ .dhcp.poolEnd }}
+        - --dhcp-netmask={{ .dhcp.netmask }}
+        - --dhcp-router={{ .dhcp.router }}
+        - --tftp-dir=/srv/tftp
+        - --boot-asset-dir=/var/lib/talon/boot-assets
+        {{- end }}
         {{- end }}
         {{- range $v.extraArgs }}
         - {{ . | quote }}
@@ -76,11 +97,16 @@ spec:
         securityContext:
           allowPrivilegeEscalation: false
           capabilities:
+            {{- if $boot }}
+            add:
+            - NET_BIND_SERVICE
+            - NET_RAW
+            {{- end }}
             drop:
             - ALL
           readOnlyRootFilesystem: true
-          runAsGroup: {{ ternary 0 65532 $docker }}
-          runAsUser: {{ ternary 0 65532 $docker }}
+          runAsGroup: {{ ternary 0 65532 $asRoot }}
+          runAsUser: {{ ternary 0 65532 $asRoot }}
         volumeMounts:
         - mountPath: /tmp/k8s-webhook-server/serving-certs
           name: webhook-cert
@@ -89,6 +115,17 @@ spec:
         - mountPath: /var/run/docker.sock
           name: docker-socket
         {{- end }}
+        {{- if $boot }}
+        - mountPath: /srv/tftp
+          name: tftp
+          readOnly: true
+        - mountPath: /var/lib/talon/boot-assets
+          name: boot-assets
+        {{- end }}
+      {{- if $boot }}
+      dnsPolicy: ClusterFirstWithHostNet
+      hostNetwork: true
+      {{- end }}
       {{- with $root.Values.imagePullSecrets }}
       imagePullSecrets:
         {{- toYaml . | nindent 8 }}
@@ -102,7 +139,7 @@ spec:
         {{- toYaml . | nindent 8 }}
       {{- end }}
       securityContext:
-        runAsNonRoot: {{ not $docker }}
+        runAsNonRoot: {{ not $asRoot }}
         seccompProfile:
           type: RuntimeDefault
       serviceAccountName: {{ $name }}-manager
@@ -120,5 +157,15 @@ spec:
           path: {{ $v.docker.socket }}
           type: Socket
         name: docker-socket
+      {{- end }}
+      {{- if $boot }}
+      - hostPath:
+          path: {{ $v.bootService.tftpDir }}
+          type: Directory
+        name: tftp
+      - hostPath:
+          path: {{ $v.bootService.assetDir }}
+          type: DirectoryOrCreate
+        name: boot-assets
       {{- end }}
 {{- end }}

@@ -35,17 +35,20 @@ package factorytest
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v4"
 
@@ -73,15 +76,27 @@ func (s *Server) SetDown(down bool) { s.down.Store(down) }
 // builds: a few of the real factory's names.
 var DefaultExtensions = []string{"siderolabs/iscsi-tools", "siderolabs/util-linux-tools", "siderolabs/qemu-guest-agent", "siderolabs/intel-ucode"}
 
-// Start starts a factory that builds the given Talos versions, each offering
-// DefaultExtensions; it stops when the test ends.
+// Start starts a factory on the loopback address that builds the given Talos versions,
+// each offering DefaultExtensions; it stops when the test ends.
 func Start(tb testing.TB, versions ...string) *Server {
+	tb.Helper()
+	return StartOn(tb, "127.0.0.1", versions...)
+}
+
+// StartOn is Start on a port of address, for managers that do not share the test's
+// loopback address (Pods).
+func StartOn(tb testing.TB, address string, versions ...string) *Server {
 	tb.Helper()
 	s := &Server{extensions: map[string][]string{}, schematics: map[string][]byte{}}
 	for _, v := range versions {
 		s.extensions[v] = DefaultExtensions
 	}
-	s.server = httptest.NewServer(http.HandlerFunc(s.serve))
+	listener, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", net.JoinHostPort(address, "0"))
+	if err != nil {
+		tb.Fatalf("failed to listen on %s: %v", address, err)
+	}
+	s.server = &httptest.Server{Listener: listener, Config: &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 10 * time.Second}}
+	s.server.Start()
 	s.URL = s.server.URL
 	tb.Cleanup(s.server.Close)
 	return s
