@@ -114,7 +114,7 @@ func (s *Settings) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&m.BootService, "boot-service", m.BootService, "Run the DHCP, TFTP and HTTP boot service for MetalHosts (needs host networking and CAP_NET_BIND_SERVICE, CAP_NET_RAW).")
 	fs.StringVar(&m.Service.Interface, "boot-interface", m.Service.Interface, "With --boot-service: the provisioning network's interface DHCP listens on; empty listens on every interface.")
 	fs.StringVar(&s.serverIP, "boot-server-ip", s.serverIP, "With --boot-service: this machine's IPv4 address on the provisioning network (TFTP server, DHCP server identifier, HTTP base URL).")
-	fs.StringVar(&m.Service.HTTPAddress, "boot-http-address", m.Service.HTTPAddress, "With --boot-service: where the HTTP server (iPXE scripts, configs, assets) listens.")
+	fs.StringVar(&m.Service.HTTPAddress, "boot-http-address", m.Service.HTTPAddress, "With --boot-service: where the HTTP server (iPXE scripts, configs, assets) listens; a port alone (:8081) listens on --boot-server-ip only, 0.0.0.0:<port> on every interface.")
 	fs.StringVar(&m.Service.BaseURL, "boot-base-url", m.Service.BaseURL, "With --boot-service: how hosts reach the HTTP server; http://<boot-server-ip>:<port> when empty.")
 	fs.StringVar(&s.dhcpMode, "dhcp-mode", s.dhcpMode, "With --boot-service: proxy (answer PXE clients only; the site's DHCP server leases addresses) or full (also lease addresses to known hosts, for isolated networks).")
 	fs.StringVar(&s.poolStart, "dhcp-pool-start", s.poolStart, "With --dhcp-mode full: the first address to lease (0.0.0.0 is none).")
@@ -133,6 +133,11 @@ func (s *Settings) validateMetal() error {
 	}
 	if m.Service.ServerIP = net.ParseIP(s.serverIP).To4(); m.Service.ServerIP == nil {
 		return fmt.Errorf("--boot-service needs --boot-server-ip, this machine's IPv4 address on the provisioning network (got %q)", s.serverIP)
+	}
+	// A port alone listens on the provisioning network only, as TFTP does: a manager with host
+	// networking would otherwise serve iPXE scripts and configs on every network of its node.
+	if host, port, err := net.SplitHostPort(m.Service.HTTPAddress); err == nil && host == "" {
+		m.Service.HTTPAddress = net.JoinHostPort(m.Service.ServerIP.String(), port)
 	}
 	switch s.dhcpMode {
 	case "proxy":

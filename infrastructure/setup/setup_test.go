@@ -24,7 +24,8 @@ import (
 )
 
 // TestBootServiceFlags: the boot service's flags as the install manifests pass them, where
-// 0.0.0.0 stands for an address that is not set (clusterctl has no empty default).
+// 0.0.0.0 stands for an address that is not set (clusterctl has no empty default), and the
+// HTTP server's default port listens on the provisioning network only.
 func TestBootServiceFlags(t *testing.T) {
 	manifest := []string{"--boot-service", "--boot-server-ip=10.10.0.2", "--boot-interface=eno2",
 		"--dhcp-pool-start=0.0.0.0", "--dhcp-pool-end=0.0.0.0", "--dhcp-netmask=255.255.255.0", "--dhcp-router=0.0.0.0"}
@@ -45,6 +46,12 @@ func TestBootServiceFlags(t *testing.T) {
 	}
 	if s.Metal.Service.Pool != nil || s.Metal.Service.Interface != "eno2" || !s.Metal.Service.ServerIP.Equal(net.IPv4(10, 10, 0, 2)) {
 		t.Errorf("proxy mode: %+v", s.Metal.Service)
+	}
+	if s.Metal.Service.HTTPAddress != "10.10.0.2:8081" {
+		t.Errorf("the HTTP server listens on %s, want the provisioning network's address only", s.Metal.Service.HTTPAddress)
+	}
+	if s, err := parse(t, append(manifest, "--boot-http-address=0.0.0.0:8081")...); err != nil || s.Metal.Service.HTTPAddress != "0.0.0.0:8081" {
+		t.Errorf("an address of the user's: %v, %s", err, s.Metal.Service.HTTPAddress)
 	}
 
 	if _, err := parse(t, append(manifest, "--dhcp-mode=full")...); err == nil {

@@ -287,6 +287,14 @@ func (m *managementCluster) expectManagersRunning(t *testing.T) {
 				g.Expect(c.SecurityContext).NotTo(BeNil(), "Deployment %s/%s", ns, d.Name)
 				g.Expect(ptr.Deref(c.SecurityContext.ReadOnlyRootFilesystem, false)).To(BeTrue(), "Deployment %s/%s", ns, d.Name)
 				g.Expect(ptr.Deref(c.SecurityContext.AllowPrivilegeEscalation, true)).To(BeFalse(), "Deployment %s/%s", ns, d.Name)
+				// Every capability dropped; only the boot service gets two back, and host networking.
+				g.Expect(c.SecurityContext.Capabilities).NotTo(BeNil(), "Deployment %s/%s", ns, d.Name)
+				g.Expect(c.SecurityContext.Capabilities.Drop).To(ConsistOf(corev1.Capability("ALL")), "Deployment %s/%s", ns, d.Name)
+				boot := slices.Contains(c.Args, "--boot-service")
+				if !boot {
+					g.Expect(c.SecurityContext.Capabilities.Add).To(BeEmpty(), "Deployment %s/%s", ns, d.Name)
+				}
+				g.Expect(spec.HostNetwork).To(Equal(boot), "Deployment %s/%s: host networking is the boot service's only", ns, d.Name)
 			}
 		}
 	}

@@ -18,6 +18,7 @@ package deployed
 
 import (
 	"context"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -31,6 +32,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -84,7 +86,7 @@ func TestMetalBootServiceAsPods(t *testing.T) {
 	t.Log("clusterctl init: cert-manager, Cluster API and Talon, the infrastructure provider for bare metal with the boot service")
 	start := time.Now()
 	g.Expect(quickstart.InstallProvidersAsPods(ctx, m.p, m.config, []string{
-		"TALON_BOOT_SERVER_IP=" + serverIP, "TALON_BOOT_INTERFACE=" + l.Bridge, "TALON_BOOT_HTTP_ADDRESS=" + serverIP + ":8081",
+		"TALON_BOOT_SERVER_IP=" + serverIP, "TALON_BOOT_INTERFACE=" + l.Bridge,
 		"TALON_DHCP_MODE=full", "TALON_DHCP_POOL_START=" + pool[0], "TALON_DHCP_POOL_END=" + pool[len(pool)-1],
 		"TALON_TFTP_DIR=" + tftpDir, "TALON_BOOT_ASSET_DIR=" + t.TempDir(), "TALON_IMAGE_FACTORY_URL=" + factory.URL,
 	})).To(Succeed())
@@ -95,8 +97,9 @@ func TestMetalBootServiceAsPods(t *testing.T) {
 	spec := infra.Spec.Template.Spec
 	g.Expect(spec.HostNetwork).To(BeTrue(), "the boot service serves DHCP on the provisioning network")
 	for _, v := range spec.Volumes {
-		g.Expect(v.HostPath == nil || !strings.Contains(v.HostPath.Path, "docker")).To(BeTrue(), "no Docker socket: %+v", v)
+		g.Expect(v.HostPath == nil || ptr.Deref(v.HostPath.Type, "") != corev1.HostPathSocket).To(BeTrue(), "no Docker socket: %+v", v)
 	}
+	g.Expect(infra.Spec.Strategy.Type).To(Equal(appsv1.RecreateDeploymentStrategyType), "a new Pod cannot start beside the old one")
 	g.Expect(spec.Containers[0].SecurityContext.Capabilities.Add).To(ConsistOf(corev1.Capability("NET_BIND_SERVICE"), corev1.Capability("NET_RAW")))
 	g.Expect(spec.Containers[0].SecurityContext.Capabilities.Drop).To(ConsistOf(corev1.Capability("ALL")))
 
@@ -140,9 +143,14 @@ func TestMetalBootServiceAsPods(t *testing.T) {
 		g.Expect(boots).NotTo(BeEmpty())
 		last := boots[len(boots)-1]
 		g.Expect(last.Firmware).To(Equal(bootservice.BootFileUEFIAMD64))
-		g.Expect(last.ScriptURL).To(HavePrefix("http://" + serverIP + ":8081/"))
+		g.Expect(last.ScriptURL).To(HavePrefix("http://"+serverIP+":8081/"), "the default HTTP address, on the provisioning network")
 		g.Expect(last.ScriptURL).To(ContainSubstring(url.QueryEscape(l.Hosts[name].MAC.String())))
 		g.Expect(last.ConfigURL).NotTo(BeEmpty())
+	}
+	// The node's other addresses do not serve iPXE scripts and configs (host networking).
+	if conn, err := (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, "tcp", "127.0.0.1:8081"); err == nil {
+		_ = conn.Close()
+		t.Error("the boot service's HTTP server answers on 127.0.0.1: it should listen on the provisioning network only")
 	}
 	configs := &bootstrapv1.TalosConfigList{}
 	g.Expect(m.c.List(ctx, configs, client.InNamespace(namespace))).To(Succeed())

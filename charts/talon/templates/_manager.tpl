@@ -22,6 +22,10 @@ metadata:
   namespace: {{ $name }}-system
 spec:
   replicas: {{ $v.replicas }}
+  {{- if $boot }}
+  strategy:
+    type: Recreate
+  {{- end }}
   selector:
     matchLabels:
       control-plane: {{ $name }}-controller-manager
