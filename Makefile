@@ -141,14 +141,28 @@ test: verify-gen lint release-manifests tools test-deps $(if $(findstring docker
 test-deps: ## Install the Debian packages the boot service's firmware test needs (QEMU, iPXE, OVMF), if missing
 	@bash hack/install-test-deps.sh || echo "Could not install the firmware test's packages: the qemu layer cannot run (it fails when qemu is in TALON_REQUIRE)"
 
+# The packages whose tests run longest, started first. go test runs as many test binaries at
+# once as there are cores, starting them in the order they are named: with ./... alone the
+# control plane's and the deployed tests' packages took both cores for about 40 minutes and
+# the end-to-end suite started only after them. Named first, the end-to-end suite runs beside
+# the control plane's package and the deployed tests follow it, while the short packages
+# fill the other core.
+SLOW_TEST_PACKAGES := $(addprefix github.com/talon-capi/talon/,controlplane/reconcilers/taloscontrolplane test/e2e test/deployed)
+# Every test event of the last run (go test -json), read by "$(GOTESTSUM) tool slowest".
+TEST_JSON := $(OUT)/test-events.json
+
 .PHONY: test-go
-test-go: $(TOOLS) ## Run the Go tests (unit and envtest) with gotestsum
-	KUBEBUILDER_ASSETS=$(BIN) TALON_REQUIRE=$(TALON_REQUIRE) TALON_SIM_IMAGE=$(SIM_IMAGE) TALON_PAUSE_IMAGE=$(PAUSE_IMAGE) \
-		$(GOTESTSUM) --format testname --format-hide-empty-pkg -- -count=1 -timeout $(TEST_TIMEOUT) ./...
+test-go: $(TOOLS) build ## Run the Go tests (unit and envtest) with gotestsum, then list the tests that took over a minute
+	@mkdir -p $(OUT)
+	@# The end-to-end and deployed tests run this build's programs from bin/ (test/clusters.Programs).
+	KUBEBUILDER_ASSETS=$(BIN) TALON_PROGRAMS_DIR=$(BIN) TALON_REQUIRE=$(TALON_REQUIRE) TALON_SIM_IMAGE=$(SIM_IMAGE) TALON_PAUSE_IMAGE=$(PAUSE_IMAGE) \
+		$(GOTESTSUM) --format testname --format-hide-empty-pkg --jsonfile $(TEST_JSON) -- -count=1 -timeout $(TEST_TIMEOUT) \
+		$(SLOW_TEST_PACKAGES) $$(go list ./... | grep -vxF $(addprefix -e ,$(SLOW_TEST_PACKAGES))) || status=$$?; \
+		echo "Tests over a minute:"; $(GOTESTSUM) tool slowest --jsonfile $(TEST_JSON) --threshold 60s; exit $${status:-0}
 
 .PHONY: test-e2e
-test-e2e: release-manifests tools sim-image ## Run only the end-to-end suite (talon up, clusterctl init/describe/move, talon down)
-	KUBEBUILDER_ASSETS=$(BIN) TALON_REQUIRE=$(TALON_REQUIRE) TALON_SIM_IMAGE=$(SIM_IMAGE) \
+test-e2e: release-manifests tools build sim-image pause-image docker-build cert-manager ## Run only the end-to-end suite (talon up --managers pods, clusterctl init/describe/move, talon down)
+	KUBEBUILDER_ASSETS=$(BIN) TALON_PROGRAMS_DIR=$(BIN) TALON_REQUIRE=$(TALON_REQUIRE) TALON_SIM_IMAGE=$(SIM_IMAGE) TALON_PAUSE_IMAGE=$(PAUSE_IMAGE) \
 		$(GOTESTSUM) --format standard-verbose -- -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/...
 
 .PHONY: bench

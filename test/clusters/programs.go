@@ -23,28 +23,38 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/talon-capi/talon/internal/plane"
 	"github.com/talon-capi/talon/internal/quickstart"
 	"github.com/talon-capi/talon/test/envtest"
 )
 
-// Programs builds every program under cmd/ into a temporary directory, as "make build" does
-// into bin/, and links the tools of bin/ (make tools) next to them: the directory talon up
-// and a process-run management plane run everything from. It is built once per test
-// binary; the package's TestMain removes it (RemovePrograms).
+// ProgramsEnv names a directory where "make build" has put this tree's programs next to the
+// tools of "make tools" (bin/, as "make test" sets it): Programs then uses it as it is
+// instead of building them again while other tests run.
+const ProgramsEnv = "TALON_PROGRAMS_DIR"
+
+// Programs is the directory talon up and a process-run management plane run everything
+// from: this build's programs (cmd/) and the tools of bin/ (make tools). It is $TALON_PROGRAMS_DIR
+// when that is set, or else every program under cmd/ built into a temporary directory, as
+// "make build" does into bin/, with the tools linked next to them. It is made once per test
+// binary; the package's TestMain removes what it built (RemovePrograms).
 var Programs = sync.OnceValues(func() (string, error) {
+	if dir := os.Getenv(ProgramsEnv); dir != "" {
+		return dir, checkPrograms(dir)
+	}
 	dir, err := os.MkdirTemp("", "talon-test-bin-")
 	if err != nil {
 		return "", err
 	}
+	built.Store(&dir)
 	cmd := exec.CommandContext(context.Background(), "go", "build", "-o", dir+string(filepath.Separator), "./cmd/...")
 	cmd.Dir = envtest.RepoRoot()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return dir, fmt.Errorf("go build ./cmd/... failed: %w\n%s", err, out)
 	}
-	for _, tool := range []string{plane.EtcdBinary, plane.APIServerBinary, plane.ControllerManagerBinary, plane.ClusterctlBinary, quickstart.CAPIManagerBinary,
-		quickstart.SideroBootstrapBinary, quickstart.SideroControlPlaneBinary} {
+	for _, tool := range tools {
 		path, err := envtest.Binary(tool)
 		if err != nil {
 			return dir, err
@@ -56,9 +66,36 @@ var Programs = sync.OnceValues(func() (string, error) {
 	return dir, nil
 })
 
-// RemovePrograms removes the directory of Programs, if it was built.
+// tools are the programs of bin/ that Programs' directory holds besides this build's.
+var tools = []string{plane.EtcdBinary, plane.APIServerBinary, plane.ControllerManagerBinary, plane.ClusterctlBinary, quickstart.CAPIManagerBinary,
+	quickstart.SideroBootstrapBinary, quickstart.SideroControlPlaneBinary}
+
+// checkPrograms fails unless dir holds every program of cmd/ and every tool, naming the
+// make targets that put them there.
+func checkPrograms(dir string) error {
+	programs, err := os.ReadDir(filepath.Join(envtest.RepoRoot(), "cmd"))
+	if err != nil {
+		return err
+	}
+	for _, p := range programs {
+		if _, err := os.Stat(filepath.Join(dir, p.Name())); err != nil {
+			return fmt.Errorf("%s=%s has no %s: run make build (and make tools), or unset %s to build the programs here: %w", ProgramsEnv, dir, p.Name(), ProgramsEnv, err)
+		}
+	}
+	for _, tool := range tools {
+		if _, err := os.Stat(filepath.Join(dir, tool)); err != nil {
+			return fmt.Errorf("%s=%s has no %s: run make tools: %w", ProgramsEnv, dir, tool, err)
+		}
+	}
+	return nil
+}
+
+// built is the directory Programs made, if it made one.
+var built atomic.Pointer[string]
+
+// RemovePrograms removes the directory of Programs, if Programs made one.
 func RemovePrograms() {
-	if dir, err := Programs(); err == nil {
-		_ = os.RemoveAll(dir)
+	if dir := built.Load(); dir != nil {
+		_ = os.RemoveAll(*dir)
 	}
 }
