@@ -24,6 +24,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/talon-capi/talon/internal/plane"
 	"github.com/talon-capi/talon/internal/quickstart"
 )
 
@@ -86,6 +87,7 @@ removes everything up made.`,
 	cmd.Flags().IntVar(&o.APIPort, "api-port", 0, "host port that publishes the cluster's Kubernetes API (Docker nodes; default: a free port Docker picks)")
 	cmd.Flags().StringVar(&o.Subnet, "subnet", "", "subnet of the cluster's Docker network, e.g. 172.30.0.0/24 (Docker nodes; default: Docker's choice)")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 10*time.Minute, "how long to wait for the cluster to be ready")
+	cmd.Flags().StringVar(&o.PauseImage, "pause-image", plane.DefaultPauseImage, "Pod sandbox image of --managers pods, in this Docker Engine (make pause-image; nothing is pulled)")
 	var managers string
 	cmd.Flags().StringVar(&managers, "managers", "processes", "how the managers run: processes (local processes on a plane of etcd, kube-apiserver and "+
 		"kube-controller-manager) or pods (Deployments installed by clusterctl init on a single-node Kubernetes whose kubelet runs Pods "+

@@ -24,6 +24,16 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/talon-capi/talon/internal/plane"
 )
@@ -84,6 +94,86 @@ func InstallProvidersAsPods(ctx context.Context, p *plane.Plane, clusterctlConfi
 	}
 	if err := applyFile(ctx, p, path); err != nil {
 		return fmt.Errorf("failed to register the in-place update hooks: %w", err)
+	}
+	if err := resolveExtensions(ctx, p, path); err != nil {
+		return fmt.Errorf("failed to let Cluster API's core manager reach the in-place update hooks: %w", err)
+	}
+	return nil
+}
+
+// coreProviderLabel marks the objects of Cluster API's core provider that clusterctl installs.
+var coreProviderLabel = client.MatchingLabels{clusterv1.ProviderNameLabel: "cluster-api"}
+
+// resolveExtensions gives Cluster API's core manager a hosts entry for the Service of each
+// runtime extension registered in path. The core manager calls an extension at
+// https://<service>.<namespace>.svc:<port>, and the kubelet-run management cluster has no
+// cluster DNS: its Pods resolve names with the host's resolver, which knows no Service. The
+// entry is the Service's cluster IP, which kube-proxy routes to the extension's Pod as
+// cluster DNS would have it; the core manager's Deployment rolls out once with it.
+func resolveExtensions(ctx context.Context, p *plane.Plane, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	objs, err := utilyaml.ToUnstructured(data)
+	if err != nil {
+		return err
+	}
+	c, err := p.Client(client.Options{})
+	if err != nil {
+		return err
+	}
+	var aliases []corev1.HostAlias
+	for _, obj := range objs {
+		name, _, _ := unstructured.NestedString(obj.Object, "spec", "clientConfig", "service", "name")
+		namespace, _, _ := unstructured.NestedString(obj.Object, "spec", "clientConfig", "service", "namespace")
+		if obj.GetKind() != "ExtensionConfig" || name == "" {
+			continue
+		}
+		svc := &corev1.Service{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, svc); err != nil {
+			return fmt.Errorf("the Service of ExtensionConfig %s: %w", obj.GetName(), err)
+		}
+		if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+			return fmt.Errorf("service %s/%s of ExtensionConfig %s has no cluster IP", namespace, name, obj.GetName())
+		}
+		aliases = append(aliases, corev1.HostAlias{IP: svc.Spec.ClusterIP, Hostnames: []string{name + "." + namespace + ".svc"}})
+	}
+	if len(aliases) == 0 {
+		return nil
+	}
+	var deployments appsv1.DeploymentList
+	if err := c.List(ctx, &deployments, coreProviderLabel); err != nil {
+		return err
+	}
+	if len(deployments.Items) != 1 {
+		return fmt.Errorf("found %d Deployments of Cluster API's core provider (label %s=cluster-api), want 1", len(deployments.Items), clusterv1.ProviderNameLabel)
+	}
+	d := &deployments.Items[0]
+	patch := client.MergeFrom(d.DeepCopy())
+	d.Spec.Template.Spec.HostAliases = aliases
+	if err := c.Patch(ctx, d, patch); err != nil {
+		return err
+	}
+	p.Logf("Cluster API's core manager reaches the in-place update hooks at %s (a hosts entry: this cluster has no cluster DNS)\n", aliases[0].Hostnames[0])
+	return waitForRollout(ctx, c, client.ObjectKeyFromObject(d), 3*time.Minute)
+}
+
+// waitForRollout waits until the Deployment key runs only Pods of its current template,
+// every one available.
+func waitForRollout(ctx context.Context, c client.Client, key client.ObjectKey, timeout time.Duration) error {
+	d := &appsv1.Deployment{}
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, key, d); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		want := ptr.Deref(d.Spec.Replicas, 1)
+		return d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == want &&
+			d.Status.AvailableReplicas == want && d.Status.Replicas == want, nil
+	})
+	if err != nil {
+		return fmt.Errorf("deployment %s did not roll out within %s (%d of %d Pods updated, %d available): %w",
+			key, timeout, d.Status.UpdatedReplicas, ptr.Deref(d.Spec.Replicas, 1), d.Status.AvailableReplicas, err)
 	}
 	return nil
 }

@@ -42,6 +42,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/talon-capi/talon/internal/plane"
+	"github.com/talon-capi/talon/test/clusters"
 	"github.com/talon-capi/talon/test/envtest"
 )
 
@@ -342,7 +343,7 @@ func TestHelmInstall(t *testing.T) {
 	certManager, err := os.ReadFile(m.certManager)
 	g.Expect(err).NotTo(HaveOccurred())
 	m.apply(t, certManager)
-	core := filepath.Join(envtest.RepoRoot(), "out", "repository", "cluster-api", capiVersion, "core-components.yaml")
+	core := filepath.Join(envtest.RepoRoot(), "out", "repository", "cluster-api", clusters.CAPIVersion, "core-components.yaml")
 	manifest, err := plane.RunClusterctl(ctx, envtest.BinDir(), "", nil, nil, "generate", "yaml", "--from", core, "--config", m.config)
 	g.Expect(err).NotTo(HaveOccurred())
 	// clusterctl move finds the kinds to move by clusterctl's label on their CRDs, which
@@ -368,7 +369,7 @@ func TestHelmInstall(t *testing.T) {
 	t.Logf("helm install took %s:\n%s", time.Since(start).Round(time.Second), out)
 	// Cluster API's core and cert-manager were not waited for by helm.
 	g.Eventually(func(g Gomega) {
-		for _, ns := range providerNamespaces {
+		for _, ns := range clusters.ProviderNamespaces {
 			var deployments appsv1.DeploymentList
 			g.Expect(m.c.List(ctx, &deployments, client.InNamespace(ns))).To(Succeed())
 			for _, d := range deployments.Items {
@@ -376,13 +377,13 @@ func TestHelmInstall(t *testing.T) {
 			}
 		}
 	}).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
-	m.expectManagersRunning(t)
+	clusters.ExpectManagersRunning(t, m.c)
 
 	// No clusterctl inventory names Talon's version here: the template comes from its file.
 	m.createCluster(t, "--from", filepath.Join(envtest.RepoRoot(), "out", "cluster-template.yaml"))
 	t.Log("clusterctl move to a second management cluster finds Talon's kinds by the chart's CRDs, and the cluster is deleted there")
 	m.moveAndDelete(t, "default", m.cluster)
-	m.expectNoRefusals(t)
+	clusters.ExpectNoRefusals(t, m.p)
 }
 
 // mergeLabels are labels with more added.

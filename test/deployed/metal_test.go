@@ -91,7 +91,7 @@ func TestMetalBootServiceAsPods(t *testing.T) {
 		"TALON_TFTP_DIR=" + tftpDir, "TALON_BOOT_ASSET_DIR=" + t.TempDir(), "TALON_IMAGE_FACTORY_URL=" + factory.URL,
 	})).To(Succeed())
 	t.Logf("Installed in %s", time.Since(start).Round(time.Second))
-	m.expectManagersRunning(t)
+	clusters.ExpectManagersRunning(t, m.c)
 	infra := &appsv1.Deployment{}
 	g.Expect(m.c.Get(ctx, client.ObjectKey{Namespace: "talon-infrastructure-system", Name: "talon-infrastructure-controller-manager"}, infra)).To(Succeed())
 	spec := infra.Spec.Template.Spec
@@ -178,5 +178,5 @@ func TestMetalBootServiceAsPods(t *testing.T) {
 		_, err := os.Stat(filepath.Join(h.StateDir, "config.yaml"))
 		g.Expect(os.IsNotExist(err)).To(BeTrue(), "the reset wiped %s's disk", h.Name)
 	}
-	m.expectNoRefusals(t)
+	clusters.ExpectNoRefusals(t, m.p)
 }

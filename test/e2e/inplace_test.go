@@ -22,9 +22,11 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -34,8 +36,6 @@ import (
 
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	dockerruntime "github.com/talon-capi/talon/infrastructure/docker/runtime"
-	"github.com/talon-capi/talon/internal/plane"
-	"github.com/talon-capi/talon/internal/quickstart"
 	"github.com/talon-capi/talon/test/clusters"
 	dockertest "github.com/talon-capi/talon/test/docker"
 )
@@ -56,21 +56,22 @@ const (
 func (s *suite) updateInPlace(mgmt client.Client) {
 	ctx, g, t := s.t.Context(), s.g, s.t
 	workload := s.client(filepath.Join(s.out, "e2e", "kubeconfig"))
-	p, err := plane.Open(filepath.Join(s.out, quickstart.PlaneDirName), nil)
-	g.Expect(err).NotTo(HaveOccurred())
 
-	t.Log("Cluster API injected the CA of Talon's ExtensionConfig from the Secret its annotation names")
-	ca, err := p.CA()
-	g.Expect(err).NotTo(HaveOccurred())
+	t.Log("Cluster API injected the CA of Talon's ExtensionConfig from the Secret its annotation names, cert-manager's")
 	g.Eventually(func(g Gomega) {
 		ext := &unstructured.Unstructured{}
 		ext.SetAPIVersion("runtime.cluster.x-k8s.io/v1beta2")
 		ext.SetKind("ExtensionConfig")
 		g.Expect(mgmt.Get(ctx, client.ObjectKey{Name: "talon-control-plane-in-place-updates"}, ext)).To(Succeed())
+		ns, name, _ := strings.Cut(ext.GetAnnotations()["runtime.cluster.x-k8s.io/inject-ca-from-secret"], "/")
+		secret := &corev1.Secret{}
+		g.Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, secret)).To(Succeed())
+		g.Expect(secret.Annotations).To(HaveKey("cert-manager.io/certificate-name"), "cert-manager issued the webhook's certificate")
 		bundle, _, _ := unstructured.NestedString(ext.Object, "spec", "clientConfig", "caBundle")
 		injected, err := base64.StdEncoding.DecodeString(bundle)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(bytes.TrimSpace(injected)).To(Equal(bytes.TrimSpace(ca)), "the plane's CA, from the Secret's ca.crt")
+		g.Expect(bytes.TrimSpace(injected)).NotTo(BeEmpty())
+		g.Expect(bytes.TrimSpace(injected)).To(Equal(bytes.TrimSpace(secret.Data["ca.crt"])), "the CA of Secret %s/%s", ns, name)
 		handlers, _, _ := unstructured.NestedSlice(ext.Object, "status", "handlers")
 		g.Expect(handlers).To(HaveLen(3), "CanUpdateMachineSet, CanUpdateMachine and UpdateMachine discovered")
 	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
@@ -105,7 +106,7 @@ func (s *suite) updateInPlace(mgmt client.Client) {
 	t.Logf("Workers updated in place to %s through Cluster API's hooks in %s", inPlaceVersion, time.Since(start).Round(time.Second))
 
 	t.Log("Cluster API's core manager without the InPlaceUpdates and RuntimeSDK gates: a new version replaces the workers")
-	s.restartManager(p, "cluster-api", "--feature-gates=ClusterTopology=true")
+	s.turnOffInPlaceGates(mgmt)
 	s.patch(mgmt, &controlplanev1.TalosControlPlane{}, "e2e-control-plane", fmt.Sprintf(`{"spec":{"version":%q}}`, replacementVersion))
 	s.waitVersions(mgmt, workload, replacementVersion, clusterv1.MachineControlPlaneLabel)
 	start = time.Now()
@@ -117,6 +118,38 @@ func (s *suite) updateInPlace(mgmt client.Client) {
 		g.Expect(slices.Contains(clusters.Names(before), m.Name)).To(Equal(cp), "Machine %s: the control plane's stays, workers are new", m.Name)
 	}
 	t.Logf("Workers replaced with %s in %s", replacementVersion, time.Since(start).Round(time.Second))
+}
+
+// turnOffInPlaceGates turns Cluster API's InPlaceUpdates and RuntimeSDK feature gates off
+// in its core manager's Deployment, as an operator would, and waits until the Deployment
+// has rolled out: one Pod, the new one, available.
+func (s *suite) turnOffInPlaceGates(mgmt client.Client) {
+	s.t.Helper()
+	ctx, g := s.t.Context(), s.g
+	key := client.ObjectKey{Namespace: "capi-system", Name: "capi-controller-manager"}
+	d := &appsv1.Deployment{}
+	g.Expect(mgmt.Get(ctx, key, d)).To(Succeed())
+	patch := client.MergeFrom(d.DeepCopy())
+	changed := 0
+	for i, c := range d.Spec.Template.Spec.Containers {
+		for j, arg := range c.Args {
+			if gates, ok := strings.CutPrefix(arg, "--feature-gates="); ok {
+				gates = strings.NewReplacer("InPlaceUpdates=true", "InPlaceUpdates=false", "RuntimeSDK=true", "RuntimeSDK=false").Replace(gates)
+				d.Spec.Template.Spec.Containers[i].Args[j] = "--feature-gates=" + gates
+				changed++
+			}
+		}
+	}
+	g.Expect(changed).To(Equal(1), "the core manager has one --feature-gates argument")
+	g.Expect(mgmt.Patch(ctx, d, patch)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(mgmt.Get(ctx, key, d)).To(Succeed())
+		g.Expect(d.Status.ObservedGeneration).To(Equal(d.Generation))
+		g.Expect(d.Status.UpdatedReplicas).To(BeEquivalentTo(1))
+		g.Expect(d.Status.AvailableReplicas).To(BeEquivalentTo(1))
+		g.Expect(d.Status.Replicas).To(BeEquivalentTo(1), "the old Pod is gone")
+	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	s.t.Logf("Cluster API's core manager rolled out with %s", strings.Join(d.Spec.Template.Spec.Containers[0].Args, " "))
 }
 
 // patch merge-patches the object called name in the default namespace.
