@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -129,6 +130,13 @@ func CheckNode(ctx context.Context, binDir, pauseImage string) error {
 	if _, err := command(ctx, "docker", "image", "inspect", "--format", "{{.Id}}", pauseImage); err != nil {
 		return fmt.Errorf("the Pod sandbox image %s is not in the Docker Engine (run 'make pause-image'): %w", pauseImage, err)
 	}
+	return nil
+}
+
+// checkNoOtherNode fails when the Docker Engine runs Pods of another kubelet. Only a plane
+// holding the node lock asks: another plane with a node on this machine holds the lock
+// while it runs, and its Pods are no reason to refuse, only to wait.
+func checkNoOtherNode(ctx context.Context) error {
 	// cri-dockerd finds Pods by their containers' labels, so a second node on the same
 	// Docker Engine would take the first one's Pods for its own and remove them.
 	out, err := command(ctx, "docker", "ps", "--all", "--quiet", "--filter", "label="+podContainerLabel)
@@ -136,7 +144,7 @@ func CheckNode(ctx context.Context, binDir, pauseImage string) error {
 		return err
 	}
 	if len(bytes.TrimSpace(out)) > 0 {
-		return errors.New("this Docker Engine already runs Pods of a kubelet (another plane with a node, or a leftover of one): one node per Docker Engine; stop it first, or remove the containers labelled " + podContainerLabel)
+		return errors.New("this Docker Engine already runs Pods of a kubelet (a leftover of a plane with a node, or a kubelet not started by Talon): one node per Docker Engine; stop it first, or remove the containers labelled " + podContainerLabel)
 	}
 	return nil
 }
@@ -148,6 +156,10 @@ func (p *Plane) prepareNode(ctx context.Context, pauseImage string) error {
 		return err
 	}
 	if err := CheckNode(ctx, p.state.BinDir, pauseImage); err != nil {
+		p.unlockNode()
+		return err
+	}
+	if err := checkNoOtherNode(ctx); err != nil {
 		p.unlockNode()
 		return err
 	}
@@ -437,31 +449,45 @@ func (p *Plane) cleanKubeChains(ctx context.Context) {
 	}
 }
 
-// lockNode takes nodeLockPath, waiting while another plane with a node holds it.
+// lockNode takes nodeLockPath, waiting while another plane with a node holds it, unless
+// the plane was started with the lock held already (Options.nodeLock).
 func (p *Plane) lockNode(ctx context.Context) error {
-	f, err := os.OpenFile(nodeLockPath, os.O_CREATE|os.O_RDWR, 0o600)
+	if p.nodeLock != nil {
+		return nil
+	}
+	f, err := takeNodeLock(ctx, p.log)
 	if err != nil {
 		return err
+	}
+	p.nodeLock = f
+	return nil
+}
+
+// takeNodeLock takes nodeLockPath and returns it open: closing it lets the next plane with a
+// node start. It says on log when it has to wait.
+func takeNodeLock(ctx context.Context, log io.Writer) (*os.File, error) {
+	f, err := os.OpenFile(nodeLockPath, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
 	}
 	waiting := false
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
-			p.nodeLock = f
-			return nil
+			return f, nil
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
 			_ = f.Close()
-			return fmt.Errorf("failed to lock %s: %w", nodeLockPath, err)
+			return nil, fmt.Errorf("failed to lock %s: %w", nodeLockPath, err)
 		}
 		if !waiting {
-			p.logf("Waiting for the other plane with a node on this machine to stop (%s)\n", nodeLockPath)
+			_, _ = fmt.Fprintf(log, "Waiting for the other plane with a node on this machine to stop (%s)\n", nodeLockPath)
 			waiting = true
 		}
 		select {
 		case <-ctx.Done():
 			_ = f.Close()
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(time.Second):
 		}
 	}
@@ -469,10 +495,10 @@ func (p *Plane) lockNode(ctx context.Context) error {
 
 // unlockNode lets the next plane with a node start.
 func (p *Plane) unlockNode() {
-	if p.nodeLock != nil {
+	if p.nodeLock != nil && !p.callerLocked {
 		_ = p.nodeLock.Close() // closing releases the lock
-		p.nodeLock = nil
 	}
+	p.nodeLock = nil
 }
 
 // nftTables lists the nftables tables as "family name".

@@ -139,10 +139,16 @@ func TestPlaneWithNode(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	probeURL := "http://" + strings.TrimSpace(serverIP) + ":8080/"
 
+	// The host as it is before and after this plane, with no other plane with a node (of
+	// another package's test) changing it in between.
+	lock, err := takeNodeLock(ctx, testLog{t})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = lock.Close() })
 	dir := filepath.Join(t.TempDir(), "plane")
 	before := snapshotHost(ctx, g, dir)
+	g.Expect(before.Containers).To(BeEmpty(), "no Pod of another kubelet")
 	start := time.Now()
-	p, err := Start(ctx, Options{Dir: dir, BinDir: envtest.BinDir(), Node: true, PauseImage: pauseImage, Log: testLog{t}})
+	p, err := Start(ctx, Options{Dir: dir, BinDir: envtest.BinDir(), Node: true, PauseImage: pauseImage, Log: testLog{t}, nodeLock: lock})
 	g.Expect(err).NotTo(HaveOccurred())
 	removed := false
 	t.Cleanup(func() {

@@ -65,6 +65,8 @@ type Plane struct {
 	log   io.Writer
 	// nodeLock is the lock a plane with a node holds from Start to Stop (see nodeLockPath).
 	nodeLock *os.File
+	// callerLocked says the caller of Start holds nodeLock and releases it (Options.nodeLock).
+	callerLocked bool
 }
 
 // state is what plane.json holds.
@@ -96,6 +98,9 @@ type Options struct {
 	Node bool
 	// PauseImage is the Pod sandbox image of a node; DefaultPauseImage if empty.
 	PauseImage string
+	// nodeLock is the node lock (takeNodeLock) when the caller holds it already and keeps it
+	// past Stop: the package's tests hold it while they look at the host a node changes.
+	nodeLock *os.File
 }
 
 // Start runs etcd, kube-apiserver and kube-controller-manager and returns once the API
@@ -132,7 +137,7 @@ func Start(ctx context.Context, opts Options) (_ *Plane, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	p := &Plane{dir: dir, state: state{BinDir: binDir}, log: opts.Log}
+	p := &Plane{dir: dir, state: state{BinDir: binDir}, log: opts.Log, nodeLock: opts.nodeLock, callerLocked: opts.nodeLock != nil}
 	if p.log == nil {
 		p.log = io.Discard
 	}

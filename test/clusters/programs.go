@@ -63,6 +63,15 @@ var Programs = sync.OnceValues(func() (string, error) {
 			return dir, err
 		}
 	}
+	// The node's, for talon up --managers pods; a machine without them skips those tests
+	// (PodsPrerequisites), not the others.
+	for _, tool := range []string{plane.SchedulerBinary, plane.KubeletBinary, plane.ProxyBinary, plane.CRIDockerdBinary} {
+		if path, err := envtest.Binary(tool); err == nil {
+			if err := os.Symlink(path, filepath.Join(dir, tool)); err != nil {
+				return dir, err
+			}
+		}
+	}
 	return dir, nil
 })
 

@@ -388,6 +388,8 @@ func TestUpOnAnExistingCluster(t *testing.T) {
 	s.g.Expect(err).NotTo(HaveOccurred())
 	managers := p.Processes()
 	s.g.Expect(managers).NotTo(BeEmpty(), "the managers run here, as local processes")
+	t.Log("Cluster API's core manager, a local process, reaches the in-place update hooks of Talon's control-plane manager, another")
+	s.expectInPlaceHooks(c)
 
 	s.talon("down", "--out", s.out)
 	for _, proc := range managers {

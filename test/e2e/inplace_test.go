@@ -30,12 +30,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	dockerruntime "github.com/talon-capi/talon/infrastructure/docker/runtime"
+	"github.com/talon-capi/talon/internal/plane"
+	"github.com/talon-capi/talon/internal/quickstart"
 	"github.com/talon-capi/talon/test/clusters"
 	dockertest "github.com/talon-capi/talon/test/docker"
 )
@@ -57,24 +60,9 @@ func (s *suite) updateInPlace(mgmt client.Client) {
 	ctx, g, t := s.t.Context(), s.g, s.t
 	workload := s.client(filepath.Join(s.out, "e2e", "kubeconfig"))
 
-	t.Log("Cluster API injected the CA of Talon's ExtensionConfig from the Secret its annotation names, cert-manager's")
-	g.Eventually(func(g Gomega) {
-		ext := &unstructured.Unstructured{}
-		ext.SetAPIVersion("runtime.cluster.x-k8s.io/v1beta2")
-		ext.SetKind("ExtensionConfig")
-		g.Expect(mgmt.Get(ctx, client.ObjectKey{Name: "talon-control-plane-in-place-updates"}, ext)).To(Succeed())
-		ns, name, _ := strings.Cut(ext.GetAnnotations()["runtime.cluster.x-k8s.io/inject-ca-from-secret"], "/")
-		secret := &corev1.Secret{}
-		g.Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, secret)).To(Succeed())
-		g.Expect(secret.Annotations).To(HaveKey("cert-manager.io/certificate-name"), "cert-manager issued the webhook's certificate")
-		bundle, _, _ := unstructured.NestedString(ext.Object, "spec", "clientConfig", "caBundle")
-		injected, err := base64.StdEncoding.DecodeString(bundle)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(bytes.TrimSpace(injected)).NotTo(BeEmpty())
-		g.Expect(bytes.TrimSpace(injected)).To(Equal(bytes.TrimSpace(secret.Data["ca.crt"])), "the CA of Secret %s/%s", ns, name)
-		handlers, _, _ := unstructured.NestedSlice(ext.Object, "status", "handlers")
-		g.Expect(handlers).To(HaveLen(3), "CanUpdateMachineSet, CanUpdateMachine and UpdateMachine discovered")
-	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+	t.Log("Cluster API injected the CA of Talon's ExtensionConfig from the Secret its annotation names, cert-manager's, and discovered the hooks")
+	secret := s.expectInPlaceHooks(mgmt)
+	g.Expect(secret.Annotations).To(HaveKey("cert-manager.io/certificate-name"), "cert-manager issued the webhook's certificate")
 
 	before := clusters.UsableMachines(ctx, g, mgmt, "default", "e2e")
 	g.Expect(before).To(HaveLen(3))
@@ -106,6 +94,10 @@ func (s *suite) updateInPlace(mgmt client.Client) {
 	t.Logf("Workers updated in place to %s through Cluster API's hooks in %s", inPlaceVersion, time.Since(start).Round(time.Second))
 
 	t.Log("Cluster API's core manager without the InPlaceUpdates and RuntimeSDK gates: a new version replaces the workers")
+	// Rolling the core manager out replaces its Pod, and its log with it.
+	p, err := plane.Open(filepath.Join(s.out, quickstart.PlaneDirName), nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	clusters.ExpectNoRefusals(t, p)
 	s.turnOffInPlaceGates(mgmt)
 	s.patch(mgmt, &controlplanev1.TalosControlPlane{}, "e2e-control-plane", fmt.Sprintf(`{"spec":{"version":%q}}`, replacementVersion))
 	s.waitVersions(mgmt, workload, replacementVersion, clusterv1.MachineControlPlaneLabel)
@@ -118,6 +110,31 @@ func (s *suite) updateInPlace(mgmt client.Client) {
 		g.Expect(slices.Contains(clusters.Names(before), m.Name)).To(Equal(cp), "Machine %s: the control plane's stays, workers are new", m.Name)
 	}
 	t.Logf("Workers replaced with %s in %s", replacementVersion, time.Since(start).Round(time.Second))
+}
+
+// expectInPlaceHooks waits until Cluster API's core manager has injected the CA of Talon's
+// in-place update ExtensionConfig from the Secret its annotation names and discovered the
+// control-plane manager's three hooks, calling it, and returns that Secret.
+func (s *suite) expectInPlaceHooks(mgmt client.Client) *corev1.Secret {
+	s.t.Helper()
+	ctx := s.t.Context()
+	secret := &corev1.Secret{}
+	s.g.Eventually(func(g Gomega) {
+		ext := &unstructured.Unstructured{}
+		ext.SetAPIVersion("runtime.cluster.x-k8s.io/v1beta2")
+		ext.SetKind("ExtensionConfig")
+		g.Expect(mgmt.Get(ctx, client.ObjectKey{Name: "talon-control-plane-in-place-updates"}, ext)).To(Succeed())
+		ns, name, _ := strings.Cut(ext.GetAnnotations()["runtime.cluster.x-k8s.io/inject-ca-from-secret"], "/")
+		g.Expect(mgmt.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, secret)).To(Succeed())
+		bundle, _, _ := unstructured.NestedString(ext.Object, "spec", "clientConfig", "caBundle")
+		injected, err := base64.StdEncoding.DecodeString(bundle)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(bytes.TrimSpace(injected)).NotTo(BeEmpty())
+		g.Expect(bytes.TrimSpace(injected)).To(Equal(bytes.TrimSpace(secret.Data["ca.crt"])), "the CA of Secret %s/%s", ns, name)
+		handlers, _, _ := unstructured.NestedSlice(ext.Object, "status", "handlers")
+		g.Expect(handlers).To(HaveLen(3), "CanUpdateMachineSet, CanUpdateMachine and UpdateMachine discovered")
+	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+	return secret
 }
 
 // turnOffInPlaceGates turns Cluster API's InPlaceUpdates and RuntimeSDK feature gates off
@@ -148,6 +165,7 @@ func (s *suite) turnOffInPlaceGates(mgmt client.Client) {
 		g.Expect(d.Status.UpdatedReplicas).To(BeEquivalentTo(1))
 		g.Expect(d.Status.AvailableReplicas).To(BeEquivalentTo(1))
 		g.Expect(d.Status.Replicas).To(BeEquivalentTo(1), "the old Pod is gone")
+		g.Expect(ptr.Deref(d.Status.TerminatingReplicas, 0)).To(BeZero(), "the old Pod is gone")
 	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	s.t.Logf("Cluster API's core manager rolled out with %s", strings.Join(d.Spec.Template.Spec.Containers[0].Args, " "))
 }
