@@ -18,6 +18,7 @@ package taloscontrolplane_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -29,6 +30,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -59,8 +61,24 @@ type nodeView struct {
 }
 
 // viewNodes reads every control-plane node of tcp: its boot ID, its machine config and the
-// version its kube-apiserver reports (what kubectl version shows against that node).
+// version its kube-apiserver reports (what kubectl version shows against that node). A
+// node whose API does not answer yet (its kube-apiserver starts after its etcd member
+// joins, and slowly on a busy machine) is asked again for up to a minute.
 func viewNodes(ctx context.Context, env *envtest.Environment, tcp *controlplanev1.TalosControlPlane) (map[string]nodeView, error) {
+	var views map[string]nodeView
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		views, last = viewNodesOnce(ctx, env, tcp)
+		return last == nil, nil
+	})
+	if err != nil {
+		return nil, errors.Join(last, err)
+	}
+	return views, nil
+}
+
+// viewNodesOnce is one try of viewNodes.
+func viewNodesOnce(ctx context.Context, env *envtest.Environment, tcp *controlplanev1.TalosControlPlane) (map[string]nodeView, error) {
 	bundle, err := clustersecrets.Get(ctx, env.Client, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: tcp.Name, Namespace: tcp.Namespace}})
 	if err != nil {
 		return nil, err
