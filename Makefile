@@ -135,7 +135,7 @@ tools: $(TOOLS) ## Build every pinned tool and management-plane binary into bin/
 ##@ Test
 
 .PHONY: test
-test: verify-gen lint release-manifests tools test-deps $(if $(findstring docker,$(TALON_REQUIRE)),sim-image) $(if $(findstring kubelet,$(TALON_REQUIRE)),pause-image docker-build cert-manager) test-go ## Run verify-gen, lint and every test (the CI entry point)
+test: verify-gen lint release-manifests tools test-deps $(if $(findstring docker,$(TALON_REQUIRE)),sim-image) $(if $(findstring kubelet,$(TALON_REQUIRE)),pause-image docker-build sidero-images cert-manager) test-go ## Run verify-gen, lint and every test (the CI entry point)
 
 .PHONY: test-deps
 test-deps: ## Install the Debian packages the boot service's firmware test needs (QEMU, iPXE, OVMF), if missing
@@ -152,7 +152,7 @@ SLOW_TEST_PACKAGES := $(addprefix github.com/talon-capi/talon/,controlplane/reco
 TEST_JSON := $(OUT)/test-events.json
 
 .PHONY: test-go
-test-go: $(TOOLS) build $(if $(findstring docker,$(TALON_REQUIRE)),sim-image) $(if $(findstring kubelet,$(TALON_REQUIRE)),pause-image docker-build cert-manager) ## Run the Go tests (unit and envtest) with gotestsum, then list the tests that took over a minute
+test-go: $(TOOLS) build $(if $(findstring docker,$(TALON_REQUIRE)),sim-image) $(if $(findstring kubelet,$(TALON_REQUIRE)),pause-image docker-build sidero-images cert-manager) ## Run the Go tests (unit and envtest) with gotestsum, then list the tests that took over a minute
 	@mkdir -p $(OUT)
 	@# The end-to-end and deployed tests run this build's programs from bin/ (test/clusters.Programs).
 	packages=$$(go list ./... | grep -vxF $(addprefix -e ,$(SLOW_TEST_PACKAGES))); \
@@ -162,7 +162,7 @@ test-go: $(TOOLS) build $(if $(findstring docker,$(TALON_REQUIRE)),sim-image) $(
 		echo "Tests over a minute:"; $(GOTESTSUM) tool slowest --jsonfile $(TEST_JSON) --threshold 60s; exit $${status:-0}
 
 .PHONY: test-e2e
-test-e2e: release-manifests tools build sim-image pause-image docker-build cert-manager ## Run only the end-to-end suite (talon up --managers pods, clusterctl init/describe/move, talon down)
+test-e2e: release-manifests tools build sim-image pause-image docker-build sidero-images cert-manager ## Run only the end-to-end suite (talon up --managers pods, clusterctl init/describe/move, talon down)
 	KUBEBUILDER_ASSETS=$(BIN) TALON_PROGRAMS_DIR=$(BIN) TALON_REQUIRE=$(TALON_REQUIRE) TALON_SIM_IMAGE=$(SIM_IMAGE) TALON_PAUSE_IMAGE=$(PAUSE_IMAGE) \
 		$(GOTESTSUM) --format standard-verbose -- -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/...
 
@@ -216,6 +216,8 @@ release-manifests: $(KUSTOMIZE) ## Write the clusterctl components and metadata.
 	@echo "Wrote the clusterctl repository $(OUT)/repository ($(RELEASE_VERSION)), $(OUT)/clusterctl.yaml and $(OUT)/clusterctl-metal.yaml"
 	@# Sidero's providers ("talos") from their module directories, and out/clusterctl-sidero.yaml:
 	@# Cluster API, Talon's infrastructure provider and Sidero's bootstrap and control plane.
+	@# Their manager images are named as in their releases (the module's version, pulled only
+	@# if absent); make sidero-images builds them.
 	@cd hack/tools/sidero && go mod download $(SIDERO_BOOTSTRAP_MODULE) $(SIDERO_CONTROLPLANE_MODULE)
 	@capiv=$$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api); \
 		printf 'providers:\n- name: cluster-api\n  type: CoreProvider\n  url: file://%s/repository/cluster-api/%s/core-components.yaml\n' $(OUT) $$capiv > $(OUT)/clusterctl-sidero.yaml; \
@@ -224,7 +226,8 @@ release-manifests: $(KUSTOMIZE) ## Write the clusterctl components and metadata.
 		name=$${p%%:*}; rest=$${p#*:}; type=$${rest%%:*}; mod=$${rest#*:}; \
 		moddir=$$(cd hack/tools/sidero && go list -m -f '{{.Dir}}' $$mod); modv=$$(cd hack/tools/sidero && go list -m -f '{{.Version}}' $$mod); \
 		dir=$(OUT)/repository/$$name-talos/$$modv; mkdir -p $$dir; \
-		$(KUSTOMIZE) build $$moddir/config/default 2> >(grep -v "^# Warning" >&2) > $$dir/$$name-components.yaml; \
+		$(KUSTOMIZE) build $$moddir/config/default 2> >(grep -v "^# Warning" >&2) | \
+			sed -e "s#\(image: ghcr.io/siderolabs/[^:]*\):latest#\1:$$modv#" -e "s#imagePullPolicy: Always#imagePullPolicy: IfNotPresent#" > $$dir/$$name-components.yaml; \
 		cp $$moddir/config/metadata/metadata.yaml $$dir/; \
 		printf -- '- name: talos\n  type: %s\n  url: file://%s/%s-components.yaml\n' $$type $$dir $$name >> $(OUT)/clusterctl-sidero.yaml; \
 	done
@@ -247,6 +250,20 @@ docker-build: $(CAPI_MANAGER) ## Build the manager images FROM scratch (no image
 		-o $(OUT)/images/infrastructure/manager ./cmd/infrastructure-manager
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(OUT)/images/infrastructure/bin/talon ./cmd/talon
 	docker build --quiet -f hack/Dockerfile.manager -t $(IMAGE_REGISTRY)/talon-infrastructure-manager:$(IMAGE_TAG) $(OUT)/images/infrastructure
+
+# The images of Sidero's managers, as their releases name them (release-manifests writes the
+# same names into their components).
+SIDERO_BOOTSTRAP_IMAGE := ghcr.io/siderolabs/cluster-api-talos-controller
+SIDERO_CONTROLPLANE_IMAGE := ghcr.io/siderolabs/cluster-api-control-plane-talos-controller
+
+.PHONY: sidero-images
+sidero-images: $(SIDERO_BOOTSTRAP_MANAGER) $(SIDERO_CONTROLPLANE_MANAGER) ## Build the images of Sidero Labs' managers FROM scratch, under their releases' names (the migration test runs them as Pods)
+	@for p in $(SIDERO_BOOTSTRAP_MANAGER):$(SIDERO_BOOTSTRAP_IMAGE):$(SIDERO_BOOTSTRAP_MODULE) $(SIDERO_CONTROLPLANE_MANAGER):$(SIDERO_CONTROLPLANE_IMAGE):$(SIDERO_CONTROLPLANE_MODULE); do \
+		bin=$${p%%:*}; rest=$${p#*:}; image=$${rest%%:*}; mod=$${rest#*:}; \
+		modv=$$(cd hack/tools/sidero && go list -m -f '{{.Version}}' $$mod); dir=$(OUT)/images/$$(basename $$bin); \
+		mkdir -p $$dir/bin; cp $$bin $$dir/manager; \
+		docker build --quiet -f hack/Dockerfile.manager -t $$image:$$modv $$dir; \
+	done
 
 .PHONY: sim-image
 sim-image: $(KUBE_APISERVER) $(KUBE_CONTROLLER_MANAGER) $(KUBE_NEXT_APISERVER) $(KUBE_NEXT_CONTROLLER_MANAGER) ## Build the node simulator image: talon sim, kube-apiserver, kube-controller-manager (v1.36 and v1.37) FROM scratch

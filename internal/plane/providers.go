@@ -252,52 +252,6 @@ func (p *Plane) StartManager(ctx context.Context, m Manager) error {
 	})
 }
 
-// RemoveManager stops the manager called name and forgets it, for a provider that was
-// deleted (clusterctl delete) and will not run again. clusterctl delete leaves the
-// provider's CustomResourceDefinitions, whose conversion webhook the plane pointed at the
-// manager's URL; in a cluster it would name the provider's deleted Service. The plane puts
-// back what such a CustomResourceDefinition says without its webhook, no conversion (its
-// objects are read in the version they were stored in), so that the next provider's
-// clusterctl init can set its own Service reference (the API server refuses a webhook with
-// both a URL and a Service).
-func (p *Plane) RemoveManager(ctx context.Context, name string) error {
-	i := slices.IndexFunc(p.state.Managers, func(m Manager) bool { return m.Name == name })
-	if i < 0 {
-		return fmt.Errorf("the plane runs no manager %s", name)
-	}
-	m := p.state.Managers[i]
-	if j := slices.IndexFunc(p.state.Processes, func(proc Process) bool { return proc.Name == name }); j >= 0 {
-		p.logf("Stopping %s (pid %d)\n", name, p.state.Processes[j].PID)
-		if err := p.state.Processes[j].stop(ctx, 20*time.Second); err != nil {
-			return err
-		}
-		p.state.Processes = slices.Delete(p.state.Processes, j, j+1)
-	}
-	p.state.Managers = slices.Delete(p.state.Managers, i, i+1)
-	if err := p.save(); err != nil {
-		return err
-	}
-	c, err := p.typedClient()
-	if err != nil {
-		return err
-	}
-	crds := &apiextensionsv1.CustomResourceDefinitionList{}
-	if err := c.List(ctx, crds, client.MatchingLabels{clusterv1.ProviderNameLabel: m.Provider}); err != nil {
-		return err
-	}
-	for i := range crds.Items {
-		conversion := crds.Items[i].Spec.Conversion
-		if conversion == nil || conversion.Webhook == nil || conversion.Webhook.ClientConfig == nil || conversion.Webhook.ClientConfig.URL == nil {
-			continue
-		}
-		crds.Items[i].Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
-		if err := c.Update(ctx, &crds.Items[i]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // routeWebhooks does for m's provider what cert-manager and the cluster's Service network
 // would: its webhooks reach the local manager at 127.0.0.1 and trust the plane's CA.
 func (p *Plane) routeWebhooks(ctx context.Context, c client.Client, m Manager) error {

@@ -32,7 +32,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/talon-capi/talon/internal/plane"
@@ -56,6 +55,51 @@ func CertManagerManifest(clusterctlConfig string) string {
 // (TALON_DOCKER_UNPRIVILEGED_NODES, CLUSTER_TOPOLOGY, ...). Once the providers are
 // available, the in-place update hooks beside clusterctlConfig are registered.
 func InstallProvidersAsPods(ctx context.Context, p *plane.Plane, clusterctlConfig string, env []string) error {
+	return installAsPods(ctx, p, clusterctlConfig, env, "talon", true)
+}
+
+// InstallSideroProvidersAsPods is InstallProvidersAsPods with Sidero Labs' bootstrap and
+// control-plane providers in place of Talon's, from clusterctlConfig
+// (out/clusterctl-sidero.yaml), their images those of make sidero-images.
+func InstallSideroProvidersAsPods(ctx context.Context, p *plane.Plane, clusterctlConfig string, env []string) error {
+	return installAsPods(ctx, p, clusterctlConfig, env, SideroProvider, true)
+}
+
+// TakeOverFromSidero hands the clusters Sidero Labs' providers made on the kubelet-run
+// management cluster p to Talon's, as docs/migrate-from-sidero.md tells a person to:
+// clusterctl deletes their providers (keeping the CustomResourceDefinitions and every
+// object), their managers' Pods are gone, and clusterctl installs Talon's bootstrap and
+// control-plane providers from clusterctlConfig (out/clusterctl.yaml) over the same
+// CustomResourceDefinitions.
+func TakeOverFromSidero(ctx context.Context, p *plane.Plane, clusterctlConfig string) error {
+	if _, err := p.Clusterctl(ctx, nil, "delete", "--bootstrap", SideroProvider, "--control-plane", SideroProvider); err != nil {
+		return err
+	}
+	c, err := p.Client(client.Options{})
+	if err != nil {
+		return err
+	}
+	// No two providers reconcile the same objects at once.
+	var pods corev1.PodList
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, provider := range []string{"bootstrap-" + SideroProvider, "control-plane-" + SideroProvider} {
+			if err := c.List(ctx, &pods, client.MatchingLabels{clusterv1.ProviderNameLabel: provider}); err != nil || len(pods.Items) > 0 {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the Pods of Sidero's managers are still there after clusterctl delete: %w", err)
+	}
+	return installAsPods(ctx, p, clusterctlConfig, nil, "talon", false)
+}
+
+// installAsPods runs clusterctl init for the bootstrap and control-plane providers called
+// provider, with Cluster API's core and Talon's infrastructure provider when all is set and
+// cert-manager first, and waits until every provider's Deployment is available. Talon's
+// control plane gets its in-place update hooks registered.
+func installAsPods(ctx context.Context, p *plane.Plane, clusterctlConfig string, env []string, provider string, all bool) error {
 	base, err := os.ReadFile(clusterctlConfig)
 	if err != nil {
 		return fmt.Errorf("clusterctl configuration %s not found: run 'make release-manifests' first: %w", clusterctlConfig, err)
@@ -68,7 +112,10 @@ func InstallProvidersAsPods(ctx context.Context, p *plane.Plane, clusterctlConfi
 	if err := os.WriteFile(config, fmt.Appendf(base, "cert-manager:\n  url: file://%s\n  version: %s\n", certManager, CertManagerVersion), 0o600); err != nil {
 		return err
 	}
-	providers := []string{"--config", config, "--core", "cluster-api", "--bootstrap", "talon", "--control-plane", "talon", "--infrastructure", "talon"}
+	providers := []string{"--config", config, "--bootstrap", provider, "--control-plane", provider}
+	if all {
+		providers = append(providers, "--core", "cluster-api", "--infrastructure", "talon")
+	}
 	listed, err := p.Clusterctl(ctx, env, append([]string{"init", "list-images"}, providers...)...)
 	if err != nil {
 		return err
@@ -80,10 +127,13 @@ func InstallProvidersAsPods(ctx context.Context, p *plane.Plane, clusterctlConfi
 	}
 	missing := slices.DeleteFunc(images, func(image string) bool { return has[image] })
 	if len(missing) > 0 {
-		return fmt.Errorf("the Docker Engine lacks the images of %s, and nothing is pulled: run 'make docker-build cert-manager' first", strings.Join(missing, ", "))
+		return fmt.Errorf("the Docker Engine lacks the images of %s, and nothing is pulled: run 'make docker-build cert-manager' first (Sidero's: 'make sidero-images')", strings.Join(missing, ", "))
 	}
 	if _, err := p.Clusterctl(ctx, env, append(append([]string{"init"}, providers...), "--wait-providers", "--wait-provider-timeout", "300")...); err != nil {
 		return err
+	}
+	if provider != "talon" {
+		return nil
 	}
 	path := filepath.Join(filepath.Dir(clusterctlConfig), InPlaceUpdatesFile)
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
@@ -92,10 +142,11 @@ func InstallProvidersAsPods(ctx context.Context, p *plane.Plane, clusterctlConfi
 	} else if err != nil {
 		return err
 	}
-	if err := applyFile(ctx, p, path); err != nil {
+	objs, err := applyFile(ctx, p, path)
+	if err != nil {
 		return fmt.Errorf("failed to register the in-place update hooks: %w", err)
 	}
-	if err := resolveExtensions(ctx, p, path); err != nil {
+	if err := resolveExtensions(ctx, p, objs); err != nil {
 		return fmt.Errorf("failed to let Cluster API's core manager reach the in-place update hooks: %w", err)
 	}
 	return nil
@@ -105,20 +156,13 @@ func InstallProvidersAsPods(ctx context.Context, p *plane.Plane, clusterctlConfi
 var coreProviderLabel = client.MatchingLabels{clusterv1.ProviderNameLabel: "cluster-api"}
 
 // resolveExtensions gives Cluster API's core manager a hosts entry for the Service of each
-// runtime extension registered in path. The core manager calls an extension at
-// https://<service>.<namespace>.svc:<port>, and the kubelet-run management cluster has no
-// cluster DNS: its Pods resolve names with the host's resolver, which knows no Service. The
-// entry is the Service's cluster IP, which kube-proxy routes to the extension's Pod as
-// cluster DNS would have it; the core manager's Deployment rolls out once with it.
-func resolveExtensions(ctx context.Context, p *plane.Plane, path string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	objs, err := utilyaml.ToUnstructured(data)
-	if err != nil {
-		return err
-	}
+// runtime extension among objs (ExtensionConfigs applied to p). The core manager calls an
+// extension at https://<service>.<namespace>.svc:<port>, and the kubelet-run management
+// cluster has no cluster DNS: its Pods resolve names with the host's resolver, which knows
+// no Service. The entry is the Service's cluster IP, which kube-proxy routes to the
+// extension's Pod as cluster DNS would have it; the core manager's Deployment rolls out
+// once with it.
+func resolveExtensions(ctx context.Context, p *plane.Plane, objs []unstructured.Unstructured) error {
 	c, err := p.Client(client.Options{})
 	if err != nil {
 		return err

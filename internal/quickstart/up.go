@@ -357,33 +357,6 @@ func InstallSideroProviders(ctx context.Context, p *plane.Plane, clusterctlConfi
 		plane.Manager{Name: "sidero-control-plane", Provider: "control-plane-talos", Path: filepath.Join(bin, SideroControlPlaneBinary)})
 }
 
-// TakeOverFromSidero hands the clusters Sidero Labs' providers made on p to Talon's
-// bootstrap and control-plane providers, as docs/migrate-from-sidero.md tells a person to:
-// their managers stop, clusterctl deletes their providers (keeping the
-// CustomResourceDefinitions and every object), clusterctl installs Talon's from
-// clusterctlConfig (out/clusterctl.yaml) over the same CustomResourceDefinitions, and
-// Talon's managers start.
-func TakeOverFromSidero(ctx context.Context, p *plane.Plane, clusterctlConfig string) error {
-	for _, name := range []string{"sidero-bootstrap", "sidero-control-plane"} {
-		if err := p.RemoveManager(ctx, name); err != nil {
-			return err
-		}
-	}
-	if _, err := p.Clusterctl(ctx, nil, "delete", "--bootstrap", SideroProvider, "--control-plane", SideroProvider); err != nil {
-		return err
-	}
-	if _, err := p.Clusterctl(ctx, nil, "init", "--config", clusterctlConfig, "--bootstrap", "talon", "--control-plane", "talon"); err != nil {
-		return err
-	}
-	bootstrap, controlPlane := talonManagers(p.BinDir())
-	for _, m := range []plane.Manager{bootstrap, controlPlane} {
-		if err := p.StartManager(ctx, m); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // installProviders runs clusterctl init for Cluster API, Talon's infrastructure provider and
 // the bootstrap and control-plane providers called provider, then starts the managers.
 func installProviders(ctx context.Context, p *plane.Plane, clusterctlConfig, rt, provider string, bootstrap, controlPlane plane.Manager) error {
@@ -420,7 +393,7 @@ func installProviders(ctx context.Context, p *plane.Plane, clusterctlConfig, rt,
 			path := filepath.Join(filepath.Dir(clusterctlConfig), InPlaceUpdatesFile)
 			if _, err := os.Stat(path); err != nil {
 				p.Logf("Workers are replaced, not updated in place: no %s beside %s\n", InPlaceUpdatesFile, clusterctlConfig)
-			} else if err := applyFile(ctx, p, path); err != nil {
+			} else if _, err := applyFile(ctx, p, path); err != nil {
 				return fmt.Errorf("failed to register the in-place update hooks: %w", err)
 			}
 		}
@@ -432,26 +405,26 @@ func installProviders(ctx context.Context, p *plane.Plane, clusterctlConfig, rt,
 // hooks, which make release-manifests writes beside clusterctl.yaml.
 const InPlaceUpdatesFile = "in-place-updates.yaml"
 
-// applyFile applies the objects of a YAML file to p.
-func applyFile(ctx context.Context, p *plane.Plane, path string) error {
+// applyFile applies the objects of a YAML file to p and returns them.
+func applyFile(ctx context.Context, p *plane.Plane, path string) ([]unstructured.Unstructured, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	objs, err := utilyaml.ToUnstructured(data)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c, err := p.Client(client.Options{})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for i := range objs {
 		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&objs[i]), client.FieldOwner("talon-up"), client.ForceOwnership); err != nil {
-			return fmt.Errorf("failed to apply %s %s: %w", objs[i].GetKind(), objs[i].GetName(), err)
+			return nil, fmt.Errorf("failed to apply %s %s: %w", objs[i].GetKind(), objs[i].GetName(), err)
 		}
 	}
-	return nil
+	return objs, nil
 }
 
 // createCluster renders Talon's cluster template with clusterctl and applies it.

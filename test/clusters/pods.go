@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega" //nolint:staticcheck // the assertions read as the tests' do
 	appsv1 "k8s.io/api/apps/v1"
@@ -64,7 +65,14 @@ var podImages = map[string]string{
 const CAPIVersion = "v1.14.2"
 
 // ProviderNamespaces are where clusterctl installs the managers.
-var ProviderNamespaces = []string{"cert-manager", "capi-system", "talon-bootstrap-system", "talon-control-plane-system", "talon-infrastructure-system"}
+var ProviderNamespaces = []string{"cert-manager", "capi-system", "talon-bootstrap-system", ControlPlaneNamespace, "talon-infrastructure-system"}
+
+// ControlPlaneNamespace is where clusterctl installs Talon's control-plane manager.
+const ControlPlaneNamespace = "talon-control-plane-system"
+
+// SideroNamespaces are where clusterctl installs Sidero Labs' bootstrap and control-plane
+// managers.
+var SideroNamespaces = []string{"cabpt-system", "cacppt-system"}
 
 // PodsPrerequisites skips the test, or fails it when its layer is required, if this
 // machine cannot run a kubelet, and fails it when an image its Pods or nodes run is not in
@@ -127,12 +135,13 @@ func ExpectManagersRunning(t *testing.T, c client.Client) {
 }
 
 // ExpectNoRefusals fails the test when any manager's log shows an RBAC refusal, or a
-// container restarted.
-func ExpectNoRefusals(t *testing.T, p *plane.Plane) {
+// container restarted other than the managers of the namespaces in killed, which the test
+// killed itself (KillManager).
+func ExpectNoRefusals(t *testing.T, p *plane.Plane, killed ...string) {
 	t.Helper()
 	g := NewWithT(t)
 	t.Log("No manager was refused anything by the management cluster's RBAC")
-	logs, err := managerLogs(t.Context(), p)
+	logs, restarts, err := managerLogs(t.Context(), p)
 	g.Expect(err).NotTo(HaveOccurred())
 	// How the API server words an RBAC refusal: `<resource> is forbidden: User "<name>"
 	// cannot <verb> ...`; klog quotes an error value, so its quotes come escaped.
@@ -142,23 +151,35 @@ func ExpectNoRefusals(t *testing.T, p *plane.Plane) {
 			g.Expect(forbidden.MatchString(line)).To(BeFalse(), "the log of %s says: %s", pod, line)
 		}
 	}
-	g.Expect(logs).To(HaveLen(len(podImages)), "one container per image")
+	// cert-manager's three, Cluster API's, the infrastructure provider's, and Talon's or
+	// Sidero's bootstrap and control-plane managers.
+	g.Expect(logs).To(HaveLen(7), "one container per manager")
+	for container, n := range restarts {
+		ns, _, _ := strings.Cut(container, "/")
+		g.Expect(slices.Contains(killed, ns)).To(BeTrue(), "%s restarted %d times:\n%s", container, n, logs[container])
+	}
+}
+
+// ManagerLogs are the logs of every manager (every container in the providers' namespaces,
+// Talon's and Sidero's), by "namespace/pod/container", read through the kubelet.
+func ManagerLogs(t *testing.T, p *plane.Plane) map[string]string {
+	t.Helper()
+	logs, _, err := managerLogs(t.Context(), p)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	return logs
 }
 
 // managerLogs are the logs of every container in the providers' namespaces, by
-// "namespace/pod/container", read through the kubelet.
-func managerLogs(ctx context.Context, p *plane.Plane) (map[string]string, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig())
+// "namespace/pod/container", read through the kubelet, and how many times each container
+// that restarted did (its log then begins with what it wrote before its last restart).
+func managerLogs(ctx context.Context, p *plane.Plane) (logs map[string]string, restarts map[string]int32, err error) {
+	clientset, err := clientsetOf(p)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	clientset, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	logs := map[string]string{}
+	logs, restarts = map[string]string{}, map[string]int32{}
 	var errs []error
-	for _, ns := range ProviderNamespaces {
+	for _, ns := range slices.Concat(ProviderNamespaces, SideroNamespaces) {
 		pods, err := clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			errs = append(errs, err)
@@ -173,12 +194,11 @@ func managerLogs(ctx context.Context, p *plane.Plane) (map[string]string, error)
 					continue
 				}
 				logs[key] = string(raw)
-				// What a container logged before it restarted (the test fails on restarts).
 				for _, status := range pod.Status.ContainerStatuses {
 					if status.Name != container.Name || status.RestartCount == 0 {
 						continue
 					}
-					errs = append(errs, fmt.Errorf("%s restarted %d times", key, status.RestartCount))
+					restarts[key] = status.RestartCount
 					previous, err := clientset.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: container.Name, Previous: true}).DoRaw(ctx)
 					if err == nil {
 						logs[key] = string(previous) + logs[key]
@@ -187,7 +207,47 @@ func managerLogs(ctx context.Context, p *plane.Plane) (map[string]string, error)
 			}
 		}
 	}
-	return logs, errors.Join(errs...)
+	return logs, restarts, errors.Join(errs...)
+}
+
+// clientsetOf is a clientset of p's API server.
+func clientsetOf(p *plane.Plane) (*kubernetes.Clientset, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig())
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// KillManager kills the manager of namespace ns with SIGKILL, as the kernel's OOM killer
+// would: docker kill sends the signal to its container's first process, the manager. The
+// kubelet then starts the container again (its Pod's restart policy), as it would after any
+// crash; KillManager returns once the new container is ready.
+func KillManager(tb testing.TB, p *plane.Plane, ns string) {
+	tb.Helper()
+	g := NewWithT(tb)
+	ctx := tb.Context()
+	clientset, err := clientsetOf(p)
+	g.Expect(err).NotTo(HaveOccurred())
+	pods, err := clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(pods.Items).To(HaveLen(1), "one manager Pod in %s", ns)
+	pod := pods.Items[0]
+	g.Expect(pod.Status.ContainerStatuses).To(HaveLen(1), "Pod %s/%s has one container", ns, pod.Name)
+	before := pod.Status.ContainerStatuses[0]
+	runtime, id, _ := strings.Cut(before.ContainerID, "://")
+	g.Expect(runtime).To(Equal("docker"), "the container %s of Pod %s/%s runs in the Docker Engine", before.ContainerID, ns, pod.Name)
+	_, err = dockertest.Docker(ctx, "kill", "--signal", "KILL", id)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func(g Gomega) {
+		now, err := clientset.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(now.Status.ContainerStatuses).To(HaveLen(1))
+		status := now.Status.ContainerStatuses[0]
+		g.Expect(status.RestartCount).To(BeNumerically(">", before.RestartCount), "the kubelet restarted %s", pod.Name)
+		g.Expect(status.Ready).To(BeTrue(), "%s is ready again", pod.Name)
+	}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	tb.Logf("The manager of %s (Pod %s, container %.12s) killed with SIGKILL and started again by the kubelet", ns, pod.Name, id)
 }
 
 // containerStates says how each container of a Pod is, for error messages.
@@ -209,7 +269,7 @@ func containerStates(statuses []corev1.ContainerStatus) string {
 // LogManagers logs the end of every manager's log, to tell why a step failed.
 func LogManagers(t *testing.T, p *plane.Plane) {
 	t.Helper()
-	logs, err := managerLogs(context.Background(), p)
+	logs, _, err := managerLogs(context.Background(), p)
 	if err != nil {
 		t.Logf("Not every manager's log could be read: %v", err)
 	}

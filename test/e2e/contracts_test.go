@@ -49,6 +49,7 @@ import (
 // configs its nodes got validate with machinery for its contract (a node of that version
 // refuses a document it does not know, so a wrong contract would never get there), and that
 // the v1.14 configs hold the v1.14 documents and none of the v1alpha1 fields they replace.
+// The managers run as Pods, none refused anything by RBAC.
 func TestClusterPerContract(t *testing.T) {
 	ctx := t.Context()
 	s := newDockerSuite(t)
@@ -65,7 +66,7 @@ func TestClusterPerContract(t *testing.T) {
 		}
 	})
 
-	p := s.plane("contracts")
+	p := s.podsPlane("contracts")
 	mgmt := s.client(p.Kubeconfig())
 	for _, c := range clusters {
 		image := s.simImageOf(c.talos)
@@ -126,6 +127,7 @@ func TestClusterPerContract(t *testing.T) {
 		}
 	}
 
+	testclusters.ExpectNoRefusals(t, p)
 	for _, c := range clusters {
 		g.Expect(mgmt.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: c.name}})).To(Succeed())
 	}

@@ -29,6 +29,7 @@ import (
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
+	"github.com/talon-capi/talon/test/clusters"
 )
 
 // sideroObjects are a TalosConfigTemplate and a TalosControlPlane as Sidero's CABPT and
@@ -75,11 +76,11 @@ spec:
 // TestServesSideroAPIVersions: Talon's CRDs, installed by clusterctl from the release
 // manifests, serve Sidero's v1alpha3 through the managers' conversion webhooks: objects
 // written as CABPT and CACPPT write them read as Talon's v1beta1, and read back as v1alpha3
-// unchanged.
+// unchanged. The webhooks run in the managers' Pods, their CA injected by cert-manager.
 func TestServesSideroAPIVersions(t *testing.T) {
 	s := newDockerSuite(t)
 	ctx, g := t.Context(), s.g
-	p := s.plane("conversion-plane")
+	p := s.podsPlane("conversion-plane")
 	mgmt := s.client(p.Kubeconfig())
 
 	objs, err := utilyaml.ToUnstructured([]byte(sideroObjects))
@@ -111,4 +112,5 @@ func TestServesSideroAPIVersions(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(gotSpec).To(MatchJSON(wantSpec), "%s %s read as v1alpha3", want.GetKind(), want.GetName())
 	}
+	clusters.ExpectNoRefusals(t, p)
 }

@@ -53,11 +53,13 @@ import (
 // manager reconciles around it.
 const outage = 30 * time.Second
 
-// TestEtcdBootstrappedOnce follows a control plane of three Docker nodes through the moments
-// where a provider that guesses could bootstrap etcd a second time:
+// TestEtcdBootstrappedOnce follows a control plane of three Docker nodes, made by managers
+// running as Pods, through the moments where a provider that guesses could bootstrap etcd a
+// second time:
 //
 //  1. the first node stops answering (docker pause) as soon as its etcd runs, that is right
-//     after Bootstrap, and the control-plane manager is SIGKILLed and started again;
+//     after Bootstrap, and the control-plane manager is SIGKILLed and started again by the
+//     kubelet;
 //  2. it stops answering again the moment the second Machine appears (which then cannot
 //     join), with another SIGKILL and restart;
 //  3. once all three Machines have Nodes (clusterctl refuses to move a cluster with a
@@ -83,7 +85,7 @@ func TestEtcdBootstrappedOnce(t *testing.T) {
 		dockertest.RemoveLabelled(t, map[string]string{dockerruntime.LabelCluster: name})
 	})
 
-	source := s.plane("source")
+	source := s.podsPlane("source")
 	mgmt := s.client(source.Kubeconfig())
 	manifest, err := plane.RunClusterctl(ctx, bin, source.Kubeconfig(), []string{"TALOS_IMAGE=" + dockertest.SimImage()}, testWriter{t},
 		"generate", "cluster", name, "--config", config, "--infrastructure", "talon", "--target-namespace", ns,
@@ -117,7 +119,7 @@ func TestEtcdBootstrappedOnce(t *testing.T) {
 	tcp := &controlplanev1.TalosControlPlane{}
 	g.Expect(mgmt.Get(ctx, tcpKey, tcp)).To(Succeed())
 	t.Logf("Machine %s paused; the TalosControlPlane says initialized: %v", first.Name, tcp.Status.Initialization.ControlPlaneInitialized)
-	s.restartManager(source, "talon-control-plane")
+	clusters.KillManager(t, source, clusters.ControlPlaneNamespace)
 	s.holdOutage(mgmt, tcpKey, first.Name, "")
 	s.unpause(name, first.Name)
 
@@ -129,7 +131,7 @@ func TestEtcdBootstrappedOnce(t *testing.T) {
 	g.Expect(mgmt.Get(ctx, tcpKey, tcp)).To(Succeed())
 	recorded := tcp.Annotations[controlplanev1.EtcdClusterAnnotation]
 	g.Expect(recorded).NotTo(BeEmpty(), "a control plane that scales up has recorded its etcd cluster")
-	s.restartManager(source, "talon-control-plane")
+	clusters.KillManager(t, source, clusters.ControlPlaneNamespace)
 	s.holdOutage(mgmt, tcpKey, first.Name, recorded)
 	s.unpause(name, first.Name)
 	g.Eventually(func(g Gomega) {
@@ -155,6 +157,7 @@ func TestEtcdBootstrappedOnce(t *testing.T) {
 		g.Expect(clusters.Names(clusters.UsableMachines(ctx, g, to, ns, name))).To(Equal(before))
 	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	s.expectOneEtcdCluster(to, bundle, ns, name)
+	clusters.ExpectNoRefusals(t, source, clusters.ControlPlaneNamespace)
 
 	g.Expect(to.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})).To(Succeed())
 	g.Eventually(func(g Gomega) {
@@ -175,11 +178,36 @@ func (s *suite) plane(name string) *plane.Plane {
 	return p
 }
 
-// restartManager kills the plane's manager called name with SIGKILL and starts it again,
-// with args instead of its own arguments when there are any.
-func (s *suite) restartManager(p *plane.Plane, name string, args ...string) {
+// podsPlane starts a kubelet-run management cluster in the test's output directory where
+// clusterctl init installs cert-manager, Cluster API and Talon as users install them: every
+// manager a Deployment's Pod under its own ServiceAccount, with the images of make
+// docker-build. Its nodes are simulator containers. Only one such cluster runs on a machine
+// at a time (its node is the host).
+func (s *suite) podsPlane(name string) *plane.Plane {
 	s.t.Helper()
-	restartManager(s.t, p, name, args...)
+	p := s.startPodsPlane(name, func(p *plane.Plane) error {
+		return quickstart.InstallProvidersAsPods(s.t.Context(), p, s.clusterctl, []string{"TALON_DOCKER_UNPRIVILEGED_NODES=true"})
+	})
+	clusters.ExpectManagersRunning(s.t, s.client(p.Kubeconfig()))
+	return p
+}
+
+// startPodsPlane starts a kubelet-run management cluster in the test's output directory and
+// installs providers on it with install. A failed test logs the managers' last lines.
+func (s *suite) startPodsPlane(name string, install func(*plane.Plane) error) *plane.Plane {
+	s.t.Helper()
+	pauseImage := clusters.PodsPrerequisites(s.t)
+	p, err := plane.Start(s.t.Context(), plane.Options{Dir: filepath.Join(s.out, name), BinDir: s.bin, Node: true, PauseImage: pauseImage, Log: testWriter{s.t}})
+	s.g.Expect(err).NotTo(HaveOccurred())
+	s.t.Cleanup(func() { _ = p.Remove(context.Background()) })
+	// Cleanups run last-in first-out: this one, while the cluster still runs.
+	s.t.Cleanup(func() {
+		if s.t.Failed() {
+			clusters.LogManagers(s.t, p)
+		}
+	})
+	s.g.Expect(install(p)).To(Succeed())
+	return p
 }
 
 // restartManager kills p's manager called name with SIGKILL and starts it again, with args

@@ -42,9 +42,10 @@ import (
 // TestMigrateFromSidero follows docs/migrate-from-sidero.md: a 3 + 1 cluster made by
 // Sidero Labs' providers (CABPT v0.6.12, CACPPT v0.5.13) is taken over by Talon's
 // (clusterctl delete of theirs, keeping their CustomResourceDefinitions and objects;
-// clusterctl init of Talon's), which recognise the etcd bootstrap as done, adopt the
-// Machines without replacing one, keep the secrets bundle, CA and kubeconfig Secrets as they
-// are, then scale the control plane 3 -> 5 -> 3 and roll a Kubernetes version.
+// clusterctl init of Talon's; every manager a Pod, as users run them), which recognise the
+// etcd bootstrap as done, adopt the Machines without replacing one, keep the secrets bundle,
+// CA and kubeconfig Secrets as they are, then scale the control plane 3 -> 5 -> 3 and roll a
+// Kubernetes version.
 func TestMigrateFromSidero(t *testing.T) {
 	s := newDockerSuite(t)
 	ctx, g := t.Context(), s.g
@@ -71,6 +72,7 @@ func TestMigrateFromSidero(t *testing.T) {
 
 	t.Log("2. Talon takes over: their providers deleted (CRDs and objects kept), Talon's installed")
 	g.Expect(quickstart.TakeOverFromSidero(ctx, p, s.clusterctl)).To(Succeed())
+	clusters.ExpectManagersRunning(t, mgmt)
 
 	t.Log("3. Talon records the etcd bootstrap as done, adopts the Machines as up to date, replaces none")
 	tcp := &controlplanev1.TalosControlPlane{}
@@ -124,6 +126,7 @@ func TestMigrateFromSidero(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(id).To(Equal(etcdID), "the same etcd cluster after scaling and rolling")
 	g.Expect(clusters.SecretData(ctx, g, mgmt, ns)[name+"-talos"]).To(Equal(secretsBefore[name+"-talos"]), "the bundle Secret is byte-identical")
+	clusters.ExpectNoRefusals(t, p)
 }
 
 // bootstrapDataSecrets are the names of the machine-config Secrets among secrets, sorted.
