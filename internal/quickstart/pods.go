@@ -20,12 +20,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -97,8 +100,9 @@ func TakeOverFromSidero(ctx context.Context, p *plane.Plane, clusterctlConfig st
 
 // installAsPods runs clusterctl init for the bootstrap and control-plane providers called
 // provider, with Cluster API's core and Talon's infrastructure provider when all is set and
-// cert-manager first, and waits until every provider's Deployment is available. Talon's
-// control plane gets its in-place update hooks registered.
+// cert-manager first, and waits until every provider's Deployment is available and every
+// admission webhook answers. Talon's control plane installed with the core gets its
+// in-place update hooks registered.
 func installAsPods(ctx context.Context, p *plane.Plane, clusterctlConfig string, env []string, provider string, all bool) error {
 	base, err := os.ReadFile(clusterctlConfig)
 	if err != nil {
@@ -132,7 +136,13 @@ func installAsPods(ctx context.Context, p *plane.Plane, clusterctlConfig string,
 	if _, err := p.Clusterctl(ctx, env, append(append([]string{"init"}, providers...), "--wait-providers", "--wait-provider-timeout", "300")...); err != nil {
 		return err
 	}
-	if provider != "talon" {
+	if err := waitForWebhooks(ctx, p, 2*time.Minute); err != nil {
+		return err
+	}
+	// The hooks need the core manager's RuntimeSDK gate, which clusterctlConfig's variables
+	// turn on when the core is installed from it. A core installed before (a takeover)
+	// keeps its gates: the hooks are for its owner to register (docs/clusterctl.md).
+	if provider != "talon" || !all {
 		return nil
 	}
 	path := filepath.Join(filepath.Dir(clusterctlConfig), InPlaceUpdatesFile)
@@ -148,6 +158,62 @@ func installAsPods(ctx context.Context, p *plane.Plane, clusterctlConfig string,
 	}
 	if err := resolveExtensions(ctx, p, objs); err != nil {
 		return fmt.Errorf("failed to let Cluster API's core manager reach the in-place update hooks: %w", err)
+	}
+	return nil
+}
+
+// waitForWebhooks waits until every admission webhook of p's providers answers where the
+// API server calls it: a Service's cluster IP, which kube-proxy routes to a ready Pod only
+// once the Service's endpoints list it (a Deployment available, with its Pod ready, is not
+// yet that). The API server runs on this host, so a connection from here goes the same way.
+func waitForWebhooks(ctx context.Context, p *plane.Plane, timeout time.Duration) error {
+	c, err := p.Client(client.Options{})
+	if err != nil {
+		return err
+	}
+	var services []*admissionregistrationv1.ServiceReference
+	var validating admissionregistrationv1.ValidatingWebhookConfigurationList
+	if err := c.List(ctx, &validating); err != nil {
+		return err
+	}
+	for _, config := range validating.Items {
+		for _, w := range config.Webhooks {
+			services = append(services, w.ClientConfig.Service)
+		}
+	}
+	var mutating admissionregistrationv1.MutatingWebhookConfigurationList
+	if err := c.List(ctx, &mutating); err != nil {
+		return err
+	}
+	for _, config := range mutating.Items {
+		for _, w := range config.Webhooks {
+			services = append(services, w.ClientConfig.Service)
+		}
+	}
+	seen := map[string]bool{}
+	for _, ref := range services {
+		if ref == nil || seen[ref.Namespace+"/"+ref.Name] {
+			continue
+		}
+		seen[ref.Namespace+"/"+ref.Name] = true
+		svc := &corev1.Service{}
+		var lastErr error
+		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, svc); err != nil {
+				lastErr = err
+				return false, client.IgnoreNotFound(err)
+			}
+			address := net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(ptr.Deref(ref.Port, 443))))
+			conn, err := (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, "tcp", address)
+			if err != nil {
+				lastErr = err
+				return false, nil
+			}
+			return true, conn.Close()
+		})
+		if err != nil {
+			return fmt.Errorf("the webhook Service %s/%s does not answer: %w (last: %v)", ref.Namespace, ref.Name, err, lastErr)
+		}
 	}
 	return nil
 }
