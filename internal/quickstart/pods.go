@@ -204,9 +204,10 @@ func waitForWebhooks(ctx context.Context, p *plane.Plane, timeout time.Duration)
 				return false, client.IgnoreNotFound(err)
 			}
 			address := net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(ptr.Deref(ref.Port, 443))))
-			conn, err := (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, "tcp", address)
-			if err != nil {
-				lastErr = err
+			// Refused until kube-proxy routes the Service to a ready Pod: asked again.
+			conn, dialErr := (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, "tcp", address)
+			if conn == nil {
+				lastErr = dialErr
 				return false, nil
 			}
 			return true, conn.Close()
