@@ -138,8 +138,8 @@ tools: $(TOOLS) ## Build every pinned tool and management-plane binary into bin/
 test: verify-gen lint release-manifests tools test-deps $(if $(findstring docker,$(TALON_REQUIRE)),sim-image) $(if $(findstring kubelet,$(TALON_REQUIRE)),pause-image docker-build sidero-images cert-manager) test-go ## Run verify-gen, lint and every test (the CI entry point)
 
 .PHONY: test-deps
-test-deps: ## Install the Debian packages the boot service's firmware test needs (QEMU, iPXE, OVMF), if missing
-	@bash hack/install-test-deps.sh || echo "Could not install the firmware test's packages: the qemu layer cannot run (it fails when qemu is in TALON_REQUIRE)"
+test-deps: ## Install the Debian packages the bare-metal tests need (QEMU, iPXE, OVMF, dnsmasq), if missing
+	@bash hack/install-test-deps.sh || echo "Could not install the bare-metal tests' packages: the qemu and netns layers cannot run (they fail when in TALON_REQUIRE)"
 
 # The packages whose tests run longest, started first. go test runs as many test binaries at
 # once as there are cores, starting them in the order they are named: with ./... alone the
@@ -180,6 +180,9 @@ bench: release-manifests tools ## Run every benchmark and print its figures, end
 
 ##@ Release
 
+# The cluster templates and ClusterClasses clusterctl finds beside the infrastructure provider.
+TEMPLATES := $(wildcard templates/cluster-template*.yaml templates/clusterclass-*.yaml)
+
 .PHONY: release-manifests
 release-manifests: $(KUSTOMIZE) ## Write the clusterctl components and metadata.yaml into out/
 	@mkdir -p $(OUT)
@@ -189,8 +192,8 @@ release-manifests: $(KUSTOMIZE) ## Write the clusterctl components and metadata.
 	$(KUSTOMIZE) build config/infrastructure/metal-only > $(OUT)/infrastructure-components-metal-only.yaml
 	$(KUSTOMIZE) build config/infrastructure/metal-boot-service > $(OUT)/infrastructure-components-metal-boot-service.yaml
 	$(KUSTOMIZE) build config/controlplane/extension > $(OUT)/in-place-updates.yaml
-	cp metadata.yaml templates/cluster-template.yaml templates/cluster-template-metal.yaml templates/clusterclass-talos-docker.yaml $(OUT)/
-	@echo "Wrote $(OUT)/{bootstrap,control-plane,infrastructure}-components.yaml, infrastructure-components-metal-{only,boot-service}.yaml, in-place-updates.yaml, metadata.yaml, cluster-template{,-metal}.yaml and clusterclass-talos-docker.yaml"
+	cp metadata.yaml $(TEMPLATES) $(OUT)/
+	@echo "Wrote $(OUT)/{bootstrap,control-plane,infrastructure}-components.yaml, infrastructure-components-metal-{only,boot-service}.yaml, in-place-updates.yaml, metadata.yaml, cluster-template{,-metal,-metal-clusterclass}.yaml and clusterclass-talos-{docker,metal}.yaml"
 	@# A clusterctl local repository of these files and the clusterctl.yaml that points at it:
 	@#   clusterctl init --config out/clusterctl.yaml --bootstrap talon --control-plane talon --infrastructure talon
 	@# Cluster API's core manager calls Talon's in-place update hooks with these two gates on.
@@ -200,8 +203,7 @@ release-manifests: $(KUSTOMIZE) ## Write the clusterctl components and metadata.
 		cp $(OUT)/$$name-components.yaml $(OUT)/metadata.yaml $$dir/; \
 		printf -- '- name: talon\n  type: %s\n  url: file://%s/%s-components.yaml\n' $${p##*:} $$dir $$name >> $(OUT)/clusterctl.yaml; \
 	done
-	cp templates/cluster-template.yaml templates/cluster-template-metal.yaml templates/clusterclass-talos-docker.yaml \
-		$(OUT)/infrastructure-components-metal-only.yaml $(OUT)/infrastructure-components-metal-boot-service.yaml $(OUT)/repository/infrastructure-talon/$(RELEASE_VERSION)/
+	cp $(TEMPLATES) $(OUT)/infrastructure-components-metal-only.yaml $(OUT)/infrastructure-components-metal-boot-service.yaml $(OUT)/repository/infrastructure-talon/$(RELEASE_VERSION)/
 	@# Cluster API's own core provider, built from the module Talon is tested with, so that
 	@# clusterctl init needs nothing from GitHub.
 	@capi=$$(go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api); capiv=$$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api); \

@@ -13,7 +13,8 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-# Installs the Debian packages the boot service's firmware test needs (QEMU, iPXE, OVMF, iproute2),
+# Installs the Debian packages the bare-metal tests need (QEMU, iPXE, OVMF, iproute2, and dnsmasq as
+# the site's DHCP server beside Talon's proxy),
 # only those that are missing. Idempotent: exits 0 without touching apt when all are present.
 # Runs `apt-get update` only when an install fails for lack of package lists.
 
@@ -26,6 +27,7 @@ deps=(
   "ipxe-qemu:/usr/lib/ipxe/qemu/efi-e1000.rom"
   "ipxe:/usr/lib/ipxe/undionly.kpxe"
   "ovmf:/usr/share/OVMF/OVMF_CODE_4M.fd"
+  "dnsmasq-base:/usr/sbin/dnsmasq"
 )
 
 missing=()

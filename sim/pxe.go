@@ -78,40 +78,33 @@ func NetworkBoot(ctx context.Context, iface, firmware string, configure func(net
 		arch = iana.INTEL_X86PC
 	}
 	vendorClass := fmt.Sprintf("PXEClient:Arch:%05d:UNDI:003016", uint16(arch))
-	firmwareLease, err := dhcpLease(ctx, iface,
+	firmwareLease, err := pxeDHCP(ctx, iface,
 		dhcpv4.WithOption(dhcpv4.OptClassIdentifier(vendorClass)),
 		dhcpv4.WithOption(dhcpv4.OptClientArch(arch)))
 	if err != nil {
 		return nil, fmt.Errorf("PXE firmware: %w", err)
 	}
 	boot := &NetBoot{}
-	if file := firmwareLease.ACK.BootFileName; file != "" {
-		server := firmwareLease.ACK.ServerIPAddr
-		if name := firmwareLease.ACK.TFTPServerName(); name != "" {
-			server = net.ParseIP(name)
-		}
-		size, err := tftpGet(ctx, server, file)
+	if file := firmwareLease.bootFile; file != "" {
+		size, err := tftpGet(ctx, firmwareLease.server, file)
 		if err != nil {
-			return nil, fmt.Errorf("PXE firmware: TFTP %s from %s: %w", file, server, err)
+			return nil, fmt.Errorf("PXE firmware: TFTP %s from %s: %w", file, firmwareLease.server, err)
 		}
 		boot.Firmware, boot.FirmwareSize = file, size
 	}
 	// iPXE asks again, with its user class, and gets the script URL.
-	ipxeLease, err := dhcpLease(ctx, iface,
+	ipxeLease, err := pxeDHCP(ctx, iface,
 		dhcpv4.WithOption(dhcpv4.OptClassIdentifier(vendorClass)),
 		dhcpv4.WithOption(dhcpv4.OptClientArch(arch)),
 		dhcpv4.WithOption(dhcpv4.OptUserClass("iPXE")))
 	if err != nil {
 		return nil, fmt.Errorf("iPXE: %w", err)
 	}
-	boot.Address = net.IPNet{IP: ipxeLease.ACK.YourIPAddr.To4(), Mask: ipxeLease.ACK.SubnetMask()}
-	if boot.Address.Mask == nil {
-		boot.Address.Mask = net.CIDRMask(24, 32)
-	}
+	boot.Address = ipxeLease.address
 	if err := configure(boot.Address); err != nil {
 		return nil, fmt.Errorf("iPXE: %w", err)
 	}
-	boot.ScriptURL = ipxeLease.ACK.BootFileName
+	boot.ScriptURL = ipxeLease.bootFile
 	if !strings.HasPrefix(boot.ScriptURL, "http://") && !strings.HasPrefix(boot.ScriptURL, "https://") {
 		return nil, fmt.Errorf("iPXE: DHCP gave boot file %q, not a script URL", boot.ScriptURL)
 	}
@@ -191,6 +184,66 @@ func (b *NetBoot) parseScript(script string) error {
 		}
 	}
 	return errors.New("ends without boot or exit")
+}
+
+// pxeLease is what a PXE client's DHCP gave it.
+type pxeLease struct {
+	// address is the leased address and its network.
+	address net.IPNet
+	// bootFile is the file to load next; server is its TFTP server.
+	bootFile string
+	server   net.IP
+}
+
+// pxeDHCP does DHCP as PXE firmware and iPXE do on iface. Of the offers to its DISCOVER it
+// takes an address offer and the boot file either from that offer (one server does both, as
+// Talon in full mode) or from a ProxyDHCP offer (class PXEClient, no address, a boot file) of
+// another server, which it boots without asking the proxy again on port 4011, as iPXE and
+// OVMF do when the offer names the file. It REQUESTs the address from the server that offered
+// it, broadcast as a client without an address does.
+func pxeDHCP(ctx context.Context, iface string, modifiers ...dhcpv4.Modifier) (*pxeLease, error) {
+	client, err := nclient4.New(iface, nclient4.WithTimeout(dhcpTimeout), nclient4.WithRetry(3))
+	if err != nil {
+		return nil, fmt.Errorf("DHCP on %s: %w", iface, err)
+	}
+	defer func() { _ = client.Close() }()
+	discover, err := dhcpv4.NewDiscovery(client.InterfaceAddr(), modifiers...)
+	if err != nil {
+		return nil, fmt.Errorf("DHCP on %s: %w", iface, err)
+	}
+	var addressOffer, proxyOffer *dhcpv4.DHCPv4
+	_, err = client.SendAndRead(ctx, client.RemoteAddr(), discover, func(m *dhcpv4.DHCPv4) bool {
+		if m.MessageType() != dhcpv4.MessageTypeOffer {
+			return false
+		}
+		switch leases := m.YourIPAddr != nil && !m.YourIPAddr.IsUnspecified(); {
+		case leases && addressOffer == nil:
+			addressOffer = m
+		case !leases && proxyOffer == nil && strings.HasPrefix(m.ClassIdentifier(), "PXEClient") && m.BootFileName != "":
+			proxyOffer = m
+		}
+		return addressOffer != nil && (addressOffer.BootFileName != "" || proxyOffer != nil)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("DHCP on %s: no address offer with a boot file or a ProxyDHCP offer: %w", iface, err)
+	}
+	lease, err := client.RequestFromOffer(ctx, addressOffer, modifiers...)
+	if err != nil {
+		return nil, fmt.Errorf("DHCP on %s: %w", iface, err)
+	}
+	result := &pxeLease{address: net.IPNet{IP: lease.ACK.YourIPAddr.To4(), Mask: lease.ACK.SubnetMask()}}
+	if result.address.Mask == nil {
+		result.address.Mask = net.CIDRMask(24, 32)
+	}
+	boot := lease.ACK
+	if addressOffer.BootFileName == "" {
+		boot = proxyOffer
+	}
+	result.bootFile, result.server = boot.BootFileName, boot.ServerIPAddr
+	if name := boot.TFTPServerName(); name != "" {
+		result.server = net.ParseIP(name)
+	}
+	return result, nil
 }
 
 // dhcpLease runs DISCOVER, OFFER, REQUEST, ACK on iface from its hardware address.

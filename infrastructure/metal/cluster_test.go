@@ -89,8 +89,10 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// startProviders runs Cluster API and Talon's three providers with the boot service on the lab.
-func startProviders(t *testing.T, env *envtest.Environment, l *metallab.Lab) {
+// startProviders runs Cluster API (with its topology reconcilers when topology is set) and
+// Talon's three providers with the boot service on the lab, in proxy mode behind the lab's
+// DHCP server; it returns the stand-in Image Factory they use.
+func startProviders(t *testing.T, env *envtest.Environment, l *metallab.Lab, topology bool) *factorytest.Server {
 	t.Helper()
 	tftpDir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(tftpDir, bootservice.BootFileUEFIAMD64), []byte("stand-in iPXE for UEFI\n"), 0o600); err != nil {
@@ -102,10 +104,7 @@ func startProviders(t *testing.T, env *envtest.Environment, l *metallab.Lab) {
 		RegisterNamespace: l.Namespace,
 		Service: metal.BootServiceOptions{
 			Interface: l.Bridge, ServerIP: l.ServerIP, HTTPAddress: l.ServerIP.String() + ":0", TFTPDir: tftpDir,
-			DHCPMode: bootservice.DHCPModeFull,
-			Pool: &bootservice.AddressPool{
-				Start: net.ParseIP(l.Prefix + "10").To4(), End: net.ParseIP(l.Prefix + "14").To4(), Netmask: net.CIDRMask(24, 32),
-			},
+			DHCPMode: bootservice.DHCPModeProxy,
 		},
 	}
 	rt := runtime.NewSim(t.Context(), envtest.BinDir(), t.TempDir(), logr.Discard())
@@ -113,6 +112,7 @@ func startProviders(t *testing.T, env *envtest.Environment, l *metallab.Lab) {
 	factory := factorytest.Start(t, "v1.14.1")
 	env.StartManager(t, envtest.ManagerOptions{
 		CoreReconcilers: true,
+		Topology:        topology,
 		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
 			opts := manager.NewOptions()
 			opts.ImageFactoryURL = factory.URL
@@ -123,6 +123,7 @@ func startProviders(t *testing.T, env *envtest.Environment, l *metallab.Lab) {
 			)
 		},
 	})
+	return factory
 }
 
 // machines returns the cluster's Machines, expecting want, all Running with a Node.
@@ -172,12 +173,13 @@ func metalMachineCondition(t *testing.T, c client.Client, namespace, host, reaso
 
 // TestClusterOnSimulatedHosts builds a 3 control-plane + 2 worker cluster on five simulated
 // hosts (three with Redfish BMCs, two with IPMI BMCs) that network-boot through the boot
-// service: DHCP and TFTP on a bridge, the iPXE script and a one-time config over HTTP. One
+// service in proxy mode behind the site's DHCP server (dnsmasq, leasing the addresses): DHCP,
+// ProxyDHCP and TFTP on a bridge, the iPXE script and a one-time config over HTTP. One
 // worker's BMC first ignores power requests (the Machine says so, then recovers); a deleted
 // worker's host is reset through Talos, powered off and Available again, and the new Machine
 // reuses it; credentials appear in no log, event or status.
 func TestClusterOnSimulatedHosts(t *testing.T) {
-	require.Layer(t, metallab.Layer, metallab.RootNetworking())
+	require.Layer(t, metallab.Layer, metallab.DHCPServerUnavailable())
 	env := envtest.Get(t)
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -189,6 +191,8 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 		}
 	})
 	l := metallab.New(t, namespace)
+	// The site's DHCP server has one address per host: the load balancer's backends.
+	l.StartDHCPServer(10, 14)
 
 	hostCtx, stopHosts := context.WithCancel(context.Background())
 	t.Cleanup(stopHosts)
@@ -211,7 +215,7 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 	l.Hosts["worker-2"].BMC.SetIgnorePower(true)
 	metallab.IP(t, "link", "set", l.Hosts["worker-1"].NIC, "down")
 
-	startProviders(t, env, l)
+	startProviders(t, env, l, false)
 	g.Eventually(func(g Gomega) {
 		list := &infrav1.MetalHostList{}
 		g.Expect(c.List(ctx, list, client.InNamespace(namespace))).To(Succeed())
@@ -221,7 +225,7 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 		}
 	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 
-	// The user's load balancer in front of the hosts' addresses: the pool has one per host.
+	// The user's load balancer in front of the hosts' addresses.
 	lb := simtest.NewLoadBalancer(t, l.ServerIP.String(), 6443, 50001)
 	lb.SetBackends(l.Addresses(10, 14)...)
 	variables := metallab.BootAssets(t)

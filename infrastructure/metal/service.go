@@ -128,12 +128,25 @@ func (s *BootService) Start(ctx context.Context) error {
 			return fmt.Errorf("boot service: %w", err)
 		}
 	}
+	// A proxy is asked again on port 4011 by PXE clients that got its offer.
+	var pxeConn net.PacketConn
+	if o.DHCPMode == bootservice.DHCPModeProxy {
+		if pxeConn, err = bootservice.ListenPXE(serverIP); err != nil {
+			_ = listener.Close()
+			_ = tftpConn.Close()
+			_ = dhcpConn.Close()
+			return fmt.Errorf("boot service: %w", err)
+		}
+	}
 
 	server := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
-	errs := make(chan error, 3)
+	errs := make(chan error, 4)
 	go func() { errs <- ignoreClosed(server.Serve(listener)) }()
 	go func() { errs <- tftp.Serve(tftpConn) }()
 	go func() { errs <- dhcp.ServeDHCP(ctx, dhcpConn) }()
+	if pxeConn != nil {
+		go func() { errs <- dhcp.ServeDHCP(ctx, pxeConn) }()
+	}
 	log.Info("Boot service started", "http", listener.Addr().String(), "baseURL", baseURL, "tftp", tftpAddress, "dhcpMode", string(o.DHCPMode))
 
 	var first error
@@ -146,6 +159,9 @@ func (s *BootService) Start(ctx context.Context) error {
 	_ = server.Shutdown(shutdownCtx)
 	tftp.Shutdown()
 	_ = dhcpConn.Close()
+	if pxeConn != nil {
+		_ = pxeConn.Close()
+	}
 	return first
 }
 

@@ -21,6 +21,7 @@ limitations under the License.
 package metallab
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha512"
@@ -39,6 +40,7 @@ import (
 	"github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
@@ -48,6 +50,7 @@ import (
 	"github.com/talon-capi/talon/sim"
 	"github.com/talon-capi/talon/sim/bmc"
 	"github.com/talon-capi/talon/test/envtest"
+	"github.com/talon-capi/talon/test/sitedhcp"
 )
 
 // Layer is the test layer of root networking (TALON_REQUIRE).
@@ -120,19 +123,47 @@ func New(t *testing.T, namespace string) *Lab {
 	return l
 }
 
+// AddNIC adds network interface number i (1-254) on the network: one end of a veth pair whose
+// other end is on the bridge. It returns the interface's name and MAC address; it is deleted
+// when the test ends.
+func (l *Lab) AddNIC(i int) (string, net.HardwareAddr) {
+	t := l.t
+	t.Helper()
+	mac := net.HardwareAddr{0x02, 0x42, 0x10, 0x99, l.ServerIP[2], byte(i)}
+	nic, peer := fmt.Sprintf("%sh%d", l.Bridge, i), fmt.Sprintf("%sp%d", l.Bridge, i)
+	IP(t, "link", "add", nic, "address", mac.String(), "type", "veth", "peer", "name", peer)
+	t.Cleanup(func() { _ = exec.CommandContext(context.Background(), "ip", "link", "del", nic).Run() })
+	IP(t, "link", "set", peer, "master", l.Bridge)
+	IP(t, "link", "set", peer, "up")
+	IP(t, "link", "set", nic, "up")
+	return nic, mac
+}
+
+// DHCPServerUnavailable says why the site's DHCP server cannot run here, or nil.
+func DHCPServerUnavailable() error {
+	if err := sitedhcp.Unavailable(); err != nil {
+		return err
+	}
+	return RootNetworking()
+}
+
+// StartDHCPServer runs the site's DHCP server on the network (sitedhcp): dnsmasq on a machine
+// of its own at .2, leasing .first to .last and no boot file. It stops when the test ends.
+func (l *Lab) StartDHCPServer(first, last int) {
+	l.t.Helper()
+	sitedhcp.Start(l.t, sitedhcp.Options{
+		Name: l.Bridge, Bridge: l.Bridge, Address: l.Prefix + "2/24",
+		First: fmt.Sprintf("%s%d", l.Prefix, first), Last: fmt.Sprintf("%s%d", l.Prefix, last),
+	})
+}
+
 // AddHost adds simulated host number i on the network, with a Redfish or IPMI BMC on the
 // loopback address; the host runs until ctx ends or the test ends.
 func (l *Lab) AddHost(ctx context.Context, name string, i int, ipmi bool, log logr.Logger) *Host {
 	t := l.t
 	t.Helper()
-	mac := net.HardwareAddr{0x02, 0x42, 0x10, 0x99, l.ServerIP[2], byte(i)}
-	h := &Host{Name: name, NIC: fmt.Sprintf("%sh%d", l.Bridge, i), MAC: mac, Password: "pw-" + rand.Text()[:12]}
-	peer := fmt.Sprintf("%sp%d", l.Bridge, i)
-	IP(t, "link", "add", h.NIC, "address", mac.String(), "type", "veth", "peer", "name", peer)
-	t.Cleanup(func() { _ = exec.CommandContext(context.Background(), "ip", "link", "del", h.NIC).Run() })
-	IP(t, "link", "set", peer, "master", l.Bridge)
-	IP(t, "link", "set", peer, "up")
-	IP(t, "link", "set", h.NIC, "up")
+	nic, mac := l.AddNIC(i)
+	h := &Host{Name: name, NIC: nic, MAC: mac, Password: "pw-" + rand.Text()[:12]}
 	h.StateDir = t.TempDir()
 	var err error
 	h.Sim, err = sim.NewHost(sim.HostOptions{
@@ -252,4 +283,33 @@ func ApplyTemplate(t *testing.T, c client.Client, variables map[string]string) {
 	for i := range objs {
 		g.Expect(c.Create(t.Context(), &objs[i])).To(gomega.Succeed(), "create %s %s", objs[i].GetKind(), objs[i].GetName())
 	}
+}
+
+// Generate runs "clusterctl generate cluster name --flavor flavor" into namespace with
+// variables, from the local repository `make release-manifests` writes (out/clusterctl.yaml)
+// and without a management cluster, and returns the objects it prints.
+func Generate(t *testing.T, name, flavor, namespace string, variables map[string]string) []unstructured.Unstructured {
+	t.Helper()
+	g := gomega.NewWithT(t)
+	clusterctl, err := envtest.Binary("clusterctl")
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	root := envtest.RepoRoot()
+	versions, err := os.ReadDir(filepath.Join(root, "out", "repository", "infrastructure-talon"))
+	g.Expect(err).NotTo(gomega.HaveOccurred(), "run 'make release-manifests' first")
+	g.Expect(versions).To(gomega.HaveLen(1))
+	//nolint:gosec // clusterctl from bin/ with the test's arguments
+	cmd := exec.CommandContext(t.Context(), clusterctl, "generate", "cluster", name, "--flavor", flavor,
+		"--config", filepath.Join(root, "out", "clusterctl.yaml"), "--infrastructure", "talon:"+versions[0].Name(),
+		"--target-namespace", namespace)
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "KUBECONFIG="+filepath.Join(t.TempDir(), "none"))
+	for k, v := range variables {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	g.Expect(err).NotTo(gomega.HaveOccurred(), "clusterctl generate cluster: %s", stderr.String())
+	objs, err := utilyaml.ToUnstructured(out)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	return objs
 }

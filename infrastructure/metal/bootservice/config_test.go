@@ -18,6 +18,7 @@ package bootservice
 
 import (
 	"errors"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -94,7 +95,7 @@ func TestConfigEndpointExpiredToken(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
 	refusals := &refusalLog{}
 	h, err := NewHTTPHandler(testHosts(), fakeConfigs{}, NewTokens(TokensOptions{TTL: time.Minute, Now: clock.Now}),
-		HTTPOptions{BaseURL: testBaseURL, Refusals: refusals.record})
+		HTTPOptions{BaseURL: testBaseURL, Refusals: refusals.record, Addresses: leasedAddresses{macA.String(): net.IPv4(10, 0, 0, 10)}})
 	g.Expect(err).NotTo(HaveOccurred())
 	f := &httpFixture{handler: h, refusals: refusals}
 	path := f.fetchScript(g)

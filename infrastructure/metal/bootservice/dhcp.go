@@ -23,6 +23,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/insomniacslk/dhcp/dhcpv4"
@@ -57,6 +58,12 @@ type DHCPOptions struct {
 	// on every DHCP message they send: it must not block, and it deduplicates. They still get
 	// no answer, and never a config.
 	Register func(ctx context.Context, mac net.HardwareAddr)
+	// AnnouncementTTL is how long, in proxy mode, the address a host announced in its DHCP
+	// exchange stays the only one its install script goes to; DefaultAnnouncementTTL when
+	// zero.
+	AnnouncementTTL time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
 }
 
 // DHCPResponder decides the answer to each DHCP request. It keeps the full-mode leases and is
@@ -66,7 +73,9 @@ type DHCPResponder struct {
 	opts     DHCPOptions
 	serverIP net.IP
 	baseURL  *url.URL
-	leases   *leases
+	// leases are full mode's, announced proxy mode's.
+	leases    *leases
+	announced *announcements
 }
 
 // NewDHCPResponder returns a responder for the hosts in hosts.
@@ -89,6 +98,7 @@ func NewDHCPResponder(hosts Hosts, opts DHCPOptions) (*DHCPResponder, error) {
 	d := &DHCPResponder{hosts: hosts, opts: opts, serverIP: serverIP, baseURL: base}
 	switch opts.Mode {
 	case DHCPModeProxy:
+		d.announced = newAnnouncements(opts.AnnouncementTTL, opts.Now)
 	case DHCPModeFull:
 		if opts.Pool == nil {
 			return nil, errors.New("full DHCP mode needs an address pool")
@@ -104,7 +114,8 @@ func NewDHCPResponder(hosts Hosts, opts DHCPOptions) (*DHCPResponder, error) {
 
 // Respond returns the reply to req, or nil when the service should stay silent: a message
 // type it does not answer, a non-PXE client in proxy mode, an unknown host, another server
-// chosen by the client.
+// chosen by the client. In proxy mode it notes the address a known PXE client asks for, even
+// from another server: that is the address its install script then goes to.
 func (d *DHCPResponder) Respond(ctx context.Context, req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, error) {
 	if req == nil || req.OpCode != dhcpv4.OpcodeBootRequest || req.HWType != iana.HWTypeEthernet || len(req.ClientHWAddr) != 6 {
 		return nil, nil
@@ -113,8 +124,11 @@ func (d *DHCPResponder) Respond(ctx context.Context, req *dhcpv4.DHCPv4) (*dhcpv
 	if msgType != dhcpv4.MessageTypeDiscover && msgType != dhcpv4.MessageTypeRequest {
 		return nil, nil
 	}
-	// A REQUEST for another server's offer is none of our business.
-	if sid := req.ServerIdentifier(); msgType == dhcpv4.MessageTypeRequest && sid != nil && !sid.Equal(d.serverIP) {
+	// A REQUEST for another server's offer is not ours to answer; in proxy mode it still tells
+	// which address the host takes.
+	sid := req.ServerIdentifier()
+	otherServer := msgType == dhcpv4.MessageTypeRequest && sid != nil && !sid.Equal(d.serverIP)
+	if otherServer && d.opts.Mode != DHCPModeProxy {
 		return nil, nil
 	}
 	pxe := strings.HasPrefix(req.ClassIdentifier(), "PXEClient")
@@ -128,10 +142,19 @@ func (d *DHCPResponder) Respond(ctx context.Context, req *dhcpv4.DHCPv4) (*dhcpv
 		return nil, fmt.Errorf("failed to look up host for MAC %s: %w", mac, err)
 	}
 	if host == nil {
-		if pxe && d.opts.Register != nil {
+		if pxe && !otherServer && d.opts.Register != nil {
 			d.opts.Register(ctx, mac)
 		}
 		log.V(4).Info("Ignoring DHCP request from unknown MAC address")
+		return nil, nil
+	}
+	if d.announced != nil && msgType == dhcpv4.MessageTypeRequest {
+		if ip := requestedAddress(req); ip != nil {
+			d.announced.record(mac, ip)
+			log.V(4).Info("Host announced its address", "host", host.Name.String(), "ip", ip.String())
+		}
+	}
+	if otherServer {
 		return nil, nil
 	}
 
@@ -184,13 +207,14 @@ func (d *DHCPResponder) Respond(ctx context.Context, req *dhcpv4.DHCPv4) (*dhcpv
 	return reply, nil
 }
 
-// AddressOf returns the address full-mode DHCP leased to mac, or nil; the HTTP handler uses it
-// to hand install scripts only to the host's own address.
+// AddressOf returns the address of mac as far as DHCP shows it, or nil: in full mode the
+// address leased to it, in proxy mode the address it last announced in a DHCP REQUEST within
+// the announcement TTL. The HTTP handler hands install scripts only to that address.
 func (d *DHCPResponder) AddressOf(mac net.HardwareAddr) net.IP {
-	if d.leases == nil {
-		return nil
+	if d.leases != nil {
+		return d.leases.lookup(mac)
 	}
-	return d.leases.lookup(mac)
+	return d.announced.lookup(mac)
 }
 
 // bootFile is what the client should load next: the script URL once it runs iPXE, else the

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -39,6 +40,21 @@ func ListenDHCP(iface string) (net.PacketConn, error) {
 	conn, err := server4.NewIPv4UDPConn(iface, &net.UDPAddr{IP: net.IPv4zero, Port: dhcpv4.ServerPort})
 	if err != nil {
 		return nil, fmt.Errorf("failed to listen for DHCP on interface %q: %w", iface, err)
+	}
+	return conn, nil
+}
+
+// PXEPort is the port of ProxyDHCP REQUESTs (PXE's boot server port): a PXE client that got
+// a proxy offer asks the proxy again there, unicast from the address it leased.
+const PXEPort = 4011
+
+// ListenPXE opens the ProxyDHCP socket on port 4011 of serverIP. Serve it with ServeDHCP
+// beside port 67 in proxy mode: clients that get no answer there fall back to the proxy offer,
+// but only after a timeout.
+func ListenPXE(serverIP net.IP) (net.PacketConn, error) {
+	conn, err := (&net.ListenConfig{}).ListenPacket(context.Background(), "udp4", net.JoinHostPort(serverIP.String(), strconv.Itoa(PXEPort)))
+	if err != nil {
+		return nil, fmt.Errorf("failed to listen for ProxyDHCP requests: %w", err)
 	}
 	return conn, nil
 }

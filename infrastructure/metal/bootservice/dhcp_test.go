@@ -305,3 +305,89 @@ func TestDHCPResponderKnowsItsLeases(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(proxy.AddressOf(macA)).To(BeNil())
 }
+
+// TestProxyNotesAnnouncedAddresses: in proxy mode the address a known PXE client asks the
+// site's server for, or presents to the proxy on port 4011, becomes its address for the
+// announcement TTL; unknown clients, non-PXE clients and full mode note nothing.
+func TestProxyNotesAnnouncedAddresses(t *testing.T) {
+	leased, other := net.IPv4(10, 0, 0, 77).To4(), net.IPv4(10, 0, 0, 78).To4()
+	toSite := func(ip net.IP) dhcpv4.Modifier {
+		return func(d *dhcpv4.DHCPv4) {
+			withOption(dhcpv4.OptServerIdentifier(otherIP))(d)
+			withOption(dhcpv4.OptRequestedIPAddress(ip))(d)
+		}
+	}
+	toProxy := func(ip net.IP) dhcpv4.Modifier {
+		return func(d *dhcpv4.DHCPv4) {
+			withOption(dhcpv4.OptServerIdentifier(serverIP))(d)
+			d.ClientIPAddr = ip
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		mode     DHCPMode
+		requests func(g Gomega) []*dhcpv4.DHCPv4
+		after    time.Duration
+		want     net.IP
+	}{
+		{name: "iPXE's REQUEST to the site's server", mode: DHCPModeProxy, want: leased,
+			requests: func(g Gomega) []*dhcpv4.DHCPv4 {
+				return []*dhcpv4.DHCPv4{request(g, macA, ipxeClient(iana.EFI_X86_64), toSite(leased))}
+			}},
+		{name: "ProxyDHCP REQUEST on port 4011", mode: DHCPModeProxy, want: leased,
+			requests: func(g Gomega) []*dhcpv4.DHCPv4 {
+				return []*dhcpv4.DHCPv4{request(g, macA, pxeClient(iana.EFI_X86_64), toProxy(leased))}
+			}},
+		{name: "the latest announcement wins", mode: DHCPModeProxy, want: other,
+			requests: func(g Gomega) []*dhcpv4.DHCPv4 {
+				return []*dhcpv4.DHCPv4{
+					request(g, macA, pxeClient(iana.EFI_X86_64), toSite(leased)),
+					request(g, macA, ipxeClient(iana.EFI_X86_64), toSite(other)),
+				}
+			}},
+		{name: "forgotten after the TTL", mode: DHCPModeProxy, after: DefaultAnnouncementTTL + time.Second,
+			requests: func(g Gomega) []*dhcpv4.DHCPv4 {
+				return []*dhcpv4.DHCPv4{request(g, macA, ipxeClient(iana.EFI_X86_64), toSite(leased))}
+			}},
+		{name: "a DISCOVER announces nothing", mode: DHCPModeProxy,
+			requests: func(g Gomega) []*dhcpv4.DHCPv4 {
+				return []*dhcpv4.DHCPv4{discover(g, macA, ipxeClient(iana.EFI_X86_64), withOption(dhcpv4.OptRequestedIPAddress(leased)))}
+			}},
+		{name: "a non-PXE client announces nothing", mode: DHCPModeProxy,
+			requests: func(g Gomega) []*dhcpv4.DHCPv4 {
+				return []*dhcpv4.DHCPv4{request(g, macA, plainClient, toSite(leased))}
+			}},
+		{name: "broadcast and zero addresses are not addresses", mode: DHCPModeProxy,
+			requests: func(g Gomega) []*dhcpv4.DHCPv4 {
+				return []*dhcpv4.DHCPv4{
+					request(g, macA, pxeClient(iana.EFI_X86_64), toSite(net.IPv4bcast)),
+					request(g, macA, pxeClient(iana.EFI_X86_64), toProxy(net.IPv4zero)),
+				}
+			}},
+		{name: "full mode: the lease, not the announcement", mode: DHCPModeFull,
+			requests: func(g Gomega) []*dhcpv4.DHCPv4 {
+				return []*dhcpv4.DHCPv4{request(g, macA, ipxeClient(iana.EFI_X86_64), toSite(leased))}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			clock := &fakeClock{now: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
+			d, err := NewDHCPResponder(dhcpHosts(), DHCPOptions{
+				Mode: tc.mode, ServerIP: serverIP, BaseURL: testBaseURL, Pool: testPool(), Now: clock.Now,
+			})
+			g.Expect(err).NotTo(HaveOccurred())
+			// An unknown MAC address announcing an address is never noted.
+			for _, req := range append(tc.requests(g), request(g, macNone, ipxeClient(iana.EFI_X86_64), toSite(leased))) {
+				_, err := d.Respond(context.Background(), req)
+				g.Expect(err).NotTo(HaveOccurred())
+			}
+			clock.Advance(tc.after)
+			if tc.want == nil {
+				g.Expect(d.AddressOf(macA)).To(BeNil())
+			} else {
+				g.Expect(d.AddressOf(macA).String()).To(Equal(tc.want.String()))
+			}
+			g.Expect(d.AddressOf(macNone)).To(BeNil())
+		})
+	}
+}

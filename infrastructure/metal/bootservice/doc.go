@@ -32,16 +32,18 @@ limitations under the License.
 //     reported to [Refusals] so the manager can turn it into a Kubernetes event.
 //
 // Trust: DHCP, TFTP and plain HTTP carry no authentication, and a MAC address is whatever a client
-// says it is. The service therefore binds a config token to the requester's IP address as seen on
-// the connection (never a MAC or address from a query parameter), hands the config out only once
-// and keeps tokens short-lived. When the service knows the host's address (a fixed IP, or a
-// full-mode lease), the install script itself goes only to that address. In proxy mode without a
-// fixed IP it does not know it: whoever asks for a host's script first while the host is to be
-// installed can fetch its config, once; the host then fails, and the refusal ("token already used"
-// or a replaced token) shows up as an event. A machine that spoofs a host's MAC and IP address can
-// always race it. Put the provisioning network where only the hosts being provisioned reach it,
-// keep hosts in the install action only while they are provisioned, and prefer full mode or
-// fixed IPs where configs carry secrets (control-plane configs do).
+// says it is. The service therefore hands a host's install script only to the host's address —
+// its fixed IP, its full-mode lease, or in proxy mode the address its PXE client announced in a
+// DHCP REQUEST the service saw (option 50 of the broadcast REQUEST to the site's server, or
+// ciaddr of a ProxyDHCP REQUEST on port 4011) — and to nobody while that address is unknown. The
+// config token in the script is bound to that address as seen on the connection (never a MAC or
+// address from a query parameter), hands the config out once and lives 15 minutes. A refused
+// request issues no token, so it can neither learn nor replace the host's. What this does not
+// stop is a machine on the same layer-2 segment that forges DHCP as the host's MAC and then
+// asks from the address it announced, or takes over the host's address: it can race the host,
+// whose own requests are then refused, which shows as BootRequestRefused events. Put the
+// provisioning network where only the hosts being provisioned reach it; docs/metal.md has the
+// whole threat model.
 //
 // The package is a library: it does not watch MetalHosts, render configs or emit events itself;
 // the infrastructure manager wires those in through [Hosts], [ConfigSource] and [Refusals].

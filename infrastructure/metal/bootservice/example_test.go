@@ -54,13 +54,6 @@ func Example() {
 	var handler http.Handler
 	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
 	defer server.Close()
-	handler, err := bootservice.NewHTTPHandler(hosts, staticConfigs("machine: {}\n"), bootservice.NewTokens(bootservice.TokensOptions{}),
-		bootservice.HTTPOptions{BaseURL: server.URL, Refusals: func(r bootservice.Refusal) {
-			fmt.Printf("refused %s for %s: %v\n", r.Endpoint, r.Host, r.Reason)
-		}})
-	if err != nil {
-		panic(err)
-	}
 
 	// DHCP, proxy mode: the firmware is told to load iPXE, iPXE is told to load the script.
 	dhcp, err := bootservice.NewDHCPResponder(hosts, bootservice.DHCPOptions{
@@ -69,15 +62,34 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
+	pxe := []dhcpv4.Modifier{
+		dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient:Arch:00007")),
+		dhcpv4.WithOption(dhcpv4.OptClientArch(iana.EFI_X86_64)),
+	}
 	for _, userClass := range []string{"", "iPXE"} {
-		req, _ := dhcpv4.NewDiscovery(mac,
-			dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient:Arch:00007")),
-			dhcpv4.WithOption(dhcpv4.OptClientArch(iana.EFI_X86_64)))
+		req, _ := dhcpv4.NewDiscovery(mac, pxe...)
 		if userClass != "" {
 			req.UpdateOption(dhcpv4.OptUserClass(userClass))
 		}
 		reply, _ := dhcp.Respond(context.Background(), req)
 		fmt.Println("boot file:", regexp.MustCompile(`127\.0\.0\.1:\d+`).ReplaceAllString(reply.BootFileName, "SERVER"))
+	}
+	// iPXE takes its address from the site's DHCP server, broadcasting its REQUEST: the proxy
+	// notes the address, the only one the host's install script will go to.
+	request, _ := dhcpv4.NewDiscovery(mac, append(pxe,
+		dhcpv4.WithMessageType(dhcpv4.MessageTypeRequest),
+		dhcpv4.WithOption(dhcpv4.OptServerIdentifier(net.IPv4(127, 0, 0, 53))),
+		dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(net.IPv4(127, 0, 0, 1))))...)
+	if reply, _ := dhcp.Respond(context.Background(), request); reply == nil {
+		fmt.Println("address noted:", dhcp.AddressOf(mac))
+	}
+
+	handler, err = bootservice.NewHTTPHandler(hosts, staticConfigs("machine: {}\n"), bootservice.NewTokens(bootservice.TokensOptions{}),
+		bootservice.HTTPOptions{BaseURL: server.URL, Addresses: dhcp, Refusals: func(r bootservice.Refusal) {
+			fmt.Printf("refused %s for %s: %v\n", r.Endpoint, r.Host, r.Reason)
+		}})
+	if err != nil {
+		panic(err)
 	}
 
 	get := func(url string) (int, string) {
@@ -99,6 +111,7 @@ func Example() {
 	// Output:
 	// boot file: ipxe.efi
 	// boot file: http://SERVER/ipxe?mac=52%3A54%3A00%3A00%3A00%3A01
+	// address noted: 127.0.0.1
 	// config: 200 "machine: {}\n"
 	// refused config for metal/node-1: config token already used
 	// config: 403 ""

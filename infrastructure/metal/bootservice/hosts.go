@@ -81,7 +81,9 @@ type Host struct {
 	// KernelArgs are added to the kernel command line after the arguments Talos requires.
 	// A console= argument here replaces the default consoles.
 	KernelArgs []string
-	// IP is the host's fixed address in full DHCP mode; nil takes one from the pool.
+	// IP is the host's fixed address: full-mode DHCP leases it, and the install script goes
+	// only to it in both modes. Nil when the host has none: full mode leases from the pool,
+	// and the script goes to the address DHCP shows (see HTTPOptions.Addresses).
 	IP net.IP
 }
 

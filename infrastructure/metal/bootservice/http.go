@@ -51,9 +51,10 @@ type HTTPOptions struct {
 	Refusals Refusals
 	// Served is told about every script and config served to a known host; optional.
 	Served func(Served)
-	// Addresses tells which address full-mode DHCP gave a MAC address (a *DHCPResponder
-	// does); optional. With it, or with a host's fixed IP, an install script goes only to the
-	// host's own address.
+	// Addresses tells a MAC address's IP address as DHCP shows it (a *DHCPResponder does:
+	// the full-mode lease, or the address the host announced in proxy mode). An install
+	// script goes only to the host's fixed IP or, without one, to that address; with neither
+	// it goes to nobody.
 	Addresses Addresses
 }
 
@@ -71,15 +72,21 @@ type Served struct {
 	Action BootAction
 }
 
-// Addresses knows which IP address the service leased to a MAC address.
+// Addresses knows which IP address a MAC address has on the provisioning network.
 type Addresses interface {
-	// AddressOf returns the address leased to mac, or nil when there is none.
+	// AddressOf returns the address of mac, or nil when it is not known.
 	AddressOf(mac net.HardwareAddr) net.IP
 }
 
-// ErrWrongAddress means an install script was asked for from an address other than the one
-// the host has.
-var ErrWrongAddress = errors.New("request from an address other than the host's")
+var (
+	// ErrWrongAddress means an install script was asked for from an address other than the
+	// one the host has.
+	ErrWrongAddress = errors.New("request from an address other than the host's")
+	// ErrAddressUnknown means an install script was asked for while the service knows no
+	// address of the host: it has no fixed IP and no DHCP request of its MAC address reached
+	// the service lately.
+	ErrAddressUnknown = errors.New("the host's address is not known: no fixed IP, and no DHCP request from its MAC address reached the boot service in the last minutes")
+)
 
 // httpHandler serves iPXE scripts, boot assets and one-time configs.
 type httpHandler struct {
@@ -95,7 +102,9 @@ type httpHandler struct {
 
 // NewHTTPHandler returns the boot service's HTTP handler:
 //
-//	GET /ipxe?mac=<mac>, /ipxe/<mac>  the iPXE script of the host booting from mac (404 if unknown)
+//	GET /ipxe?mac=<mac>, /ipxe/<mac>  the iPXE script of the host booting from mac (404 if
+//	                                unknown); an install script only to the host's address
+//	                                (403 with an empty body otherwise)
 //	GET /config/<token>             the host's bootstrap data, once, to the address that fetched
 //	                                the script (403 with an empty body otherwise)
 //	GET /assets/<name>              a file of the asset directory
@@ -163,11 +172,20 @@ func (h *httpHandler) serveScript(w http.ResponseWriter, r *http.Request) {
 
 	script := diskScript
 	if host.Action == BootActionInstall {
-		// Whoever gets the script can fetch the config once: when the host's address is
-		// known, nobody else gets it. In proxy mode without a fixed IP it is not, and the
-		// first requester during the install window wins (see the package documentation).
-		if want := h.addressOf(host, mac); want != nil && !want.Equal(ip) {
-			h.refuse(Refusal{Host: host.Name, MAC: mac, IP: ip, Endpoint: "ipxe", Reason: ErrWrongAddress})
+		// Whoever gets the script can fetch the config once: it goes only to the address
+		// the host has, and nobody gets it while that is unknown. A refused request issues
+		// no token, so it cannot replace the host's (see the package documentation).
+		want := h.addressOf(host, mac)
+		var refused error
+		switch {
+		case want == nil:
+			refused = ErrAddressUnknown
+		case !want.Equal(ip):
+			refused = fmt.Errorf("%w (%s)", ErrWrongAddress, want)
+		}
+		if refused != nil {
+			h.refuse(Refusal{Host: host.Name, MAC: mac, IP: ip, Endpoint: "ipxe", Reason: refused})
+			w.Header().Set("Cache-Control", "no-store")
 			w.WriteHeader(http.StatusForbidden)
 			return
 		}

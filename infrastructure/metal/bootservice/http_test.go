@@ -105,6 +105,7 @@ func newHTTPFixture(t *testing.T, configs ConfigSource) *httpFixture {
 	refusals := &refusalLog{}
 	h, err := NewHTTPHandler(testHosts(), configs, NewTokens(TokensOptions{}), HTTPOptions{
 		BaseURL: testBaseURL, AssetDir: assets, Refusals: refusals.record,
+		Addresses: leasedAddresses{macA.String(): net.IPv4(10, 0, 0, 10)},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -294,13 +295,16 @@ func TestIPXEScriptGoesOnlyToTheHostsKnownAddress(t *testing.T) {
 		addresses Addresses
 		remote    string
 		wantCode  int
+		wantErr   error
 	}{
 		{name: "fixed IP, from it", fixedIP: ipA, remote: "10.0.0.10:1", wantCode: http.StatusOK},
-		{name: "fixed IP, from elsewhere", fixedIP: ipA, remote: "10.0.0.66:1", wantCode: http.StatusForbidden},
+		{name: "fixed IP, from elsewhere", fixedIP: ipA, remote: "10.0.0.66:1", wantCode: http.StatusForbidden, wantErr: ErrWrongAddress},
 		{name: "leased IP, from it", addresses: leasedAddresses{macA.String(): ipA}, remote: "10.0.0.10:1", wantCode: http.StatusOK},
-		{name: "leased IP, from elsewhere", addresses: leasedAddresses{macA.String(): ipA}, remote: "10.0.0.66:1", wantCode: http.StatusForbidden},
-		{name: "fixed IP wins over a lease", fixedIP: ipB, addresses: leasedAddresses{macA.String(): ipA}, remote: "10.0.0.10:1", wantCode: http.StatusForbidden},
-		{name: "address unknown: first requester", addresses: leasedAddresses{}, remote: "10.0.0.66:1", wantCode: http.StatusOK},
+		{name: "leased IP, from elsewhere", addresses: leasedAddresses{macA.String(): ipA}, remote: "10.0.0.66:1", wantCode: http.StatusForbidden, wantErr: ErrWrongAddress},
+		{name: "fixed IP wins over a lease", fixedIP: ipB, addresses: leasedAddresses{macA.String(): ipA}, remote: "10.0.0.10:1", wantCode: http.StatusForbidden, wantErr: ErrWrongAddress},
+		{name: "address unknown: nobody", addresses: leasedAddresses{}, remote: "10.0.0.66:1", wantCode: http.StatusForbidden, wantErr: ErrAddressUnknown},
+		{name: "no address book: nobody", remote: "10.0.0.10:1", wantCode: http.StatusForbidden, wantErr: ErrAddressUnknown},
+		{name: "fixed IP without an address book", fixedIP: ipA, remote: "10.0.0.10:1", wantCode: http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -326,7 +330,7 @@ func TestIPXEScriptGoesOnlyToTheHostsKnownAddress(t *testing.T) {
 			g.Expect(refusals.all()).To(ConsistOf(And(
 				HaveField("Host", hostA),
 				HaveField("Endpoint", "ipxe"),
-				HaveField("Reason", MatchError(ErrWrongAddress)),
+				HaveField("Reason", MatchError(tc.wantErr)),
 			)))
 		})
 	}

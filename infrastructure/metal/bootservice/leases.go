@@ -123,3 +123,63 @@ func (p *AddressPool) addOptions(reply *dhcpv4.DHCPv4) {
 		reply.UpdateOption(dhcpv4.OptDNS(p.DNS...))
 	}
 }
+
+// DefaultAnnouncementTTL is how long an address a host announced in proxy mode stays its
+// address for the boot service: its DHCP exchange comes seconds before its script request.
+const DefaultAnnouncementTTL = 10 * time.Minute
+
+// announcements are, in proxy mode, the addresses known hosts announced in their DHCP
+// exchange: the address a PXE client asks the site's DHCP server for (option 50 of its
+// broadcast REQUEST), or presents to this proxy (ciaddr of a ProxyDHCP REQUEST on port 4011).
+// That is what the boot service observes of a host's address when it leases none itself; the
+// latest announcement of a MAC address wins.
+type announcements struct {
+	ttl time.Duration
+	now func() time.Time
+
+	mu    sync.Mutex
+	byMAC map[string]announcement
+}
+
+type announcement struct {
+	ip netip.Addr
+	at time.Time
+}
+
+func newAnnouncements(ttl time.Duration, now func() time.Time) *announcements {
+	if ttl <= 0 {
+		ttl = DefaultAnnouncementTTL
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &announcements{ttl: ttl, now: now, byMAC: map[string]announcement{}}
+}
+
+// record notes that mac announced ip; addresses that are not unicast IPv4 are ignored.
+func (a *announcements) record(mac net.HardwareAddr, ip net.IP) {
+	addr, ok := netip.AddrFromSlice(ip.To4())
+	if !ok || addr.IsUnspecified() || addr.IsMulticast() || addr == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.now()
+	for key, an := range a.byMAC {
+		if now.Sub(an.at) > a.ttl {
+			delete(a.byMAC, key)
+		}
+	}
+	a.byMAC[mac.String()] = announcement{ip: addr, at: now}
+}
+
+// lookup returns the address mac announced within the TTL, or nil.
+func (a *announcements) lookup(mac net.HardwareAddr) net.IP {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	an, ok := a.byMAC[mac.String()]
+	if !ok || a.now().Sub(an.at) > a.ttl {
+		return nil
+	}
+	return net.IP(an.ip.AsSlice())
+}

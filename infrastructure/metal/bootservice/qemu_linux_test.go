@@ -38,6 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/talon-capi/talon/test/require"
+	"github.com/talon-capi/talon/test/sitedhcp"
 )
 
 // The firmware files the QEMU test boots with, as Debian installs them (hack/install-test-deps.sh).
@@ -52,10 +53,13 @@ const (
 	qemuBootTimeout = 120 * time.Second
 )
 
-// TestQEMUNetworkBoot network-boots real firmware against the boot service in full DHCP mode:
-// QEMU (TCG) runs in a network namespace on a tap device in a bridge, and the service's DHCP
-// listens on that bridge, its TFTP and HTTP on the bridge's address. The test asserts what the
-// service saw, per firmware:
+// TestQEMUNetworkBoot network-boots real firmware against the boot service, in full DHCP mode
+// and in proxy mode beside the site's DHCP server (dnsmasq on a machine of its own on the
+// bridge): QEMU (TCG) runs in a network namespace on a tap device in a bridge, and the
+// service's DHCP listens on that bridge, its TFTP and HTTP on the bridge's address. In proxy
+// mode the firmware's address comes from dnsmasq, and the service knows it only from the
+// DHCPREQUEST the firmware broadcasts to dnsmasq: the install script goes nowhere else. The
+// test asserts what the service saw, per firmware:
 //
 //   - UEFI (OVMF, virtio-net without an option ROM): OVMF's own PXE client is not iPXE, so it
 //     is given ipxe.efi and fetches it over TFTP; ipxe.efi then asks DHCP again and is given
@@ -65,8 +69,8 @@ const (
 //     undionly.kpxe is for the PXE ROMs of real NICs, which QEMU does not have; the DHCP and
 //     TFTP unit tests cover it.
 //
-// Both then fetch the iPXE script for the VM's MAC address from the address full-mode DHCP
-// leased, and the kernel and initramfs it names.
+// Both then fetch the iPXE script for the VM's MAC address from the address DHCP leased, and
+// the kernel and initramfs it names.
 //
 // The config URL (talos.config=) is a kernel argument: only a booted Talos kernel would fetch
 // it, and iPXE never does. So the stand-in "kernel" is an iPXE script, written by the test
@@ -80,12 +84,15 @@ func TestQEMUNetworkBoot(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		firmware Firmware
+		mode     DHCPMode
 		subnet   byte
 		// tftp is the iPXE binary the firmware fetches over TFTP, empty for none.
 		tftp string
 	}{
-		{name: "BIOS", firmware: FirmwareBIOS, subnet: 215},
-		{name: "UEFI", firmware: FirmwareUEFI, subnet: 216, tftp: BootFileUEFIAMD64},
+		{name: "BIOS", firmware: FirmwareBIOS, mode: DHCPModeFull, subnet: 215},
+		{name: "UEFI", firmware: FirmwareUEFI, mode: DHCPModeFull, subnet: 216, tftp: BootFileUEFIAMD64},
+		{name: "BIOS behind the site's DHCP server", firmware: FirmwareBIOS, mode: DHCPModeProxy, subnet: 217},
+		{name: "UEFI behind the site's DHCP server", firmware: FirmwareUEFI, mode: DHCPModeProxy, subnet: 218, tftp: BootFileUEFIAMD64},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Each VM has a namespace and network of its own.
@@ -93,7 +100,10 @@ func TestQEMUNetworkBoot(t *testing.T) {
 			if tc.firmware == FirmwareUEFI {
 				require.Layer(t, "qemu", qemuUnavailable(ovmfCode, ovmfVars))
 			}
-			runQEMUBoot(t, tc.firmware, tc.subnet, tc.tftp)
+			if tc.mode == DHCPModeProxy {
+				require.Layer(t, "qemu", sitedhcp.Unavailable())
+			}
+			runQEMUBoot(t, tc.firmware, tc.mode, tc.subnet, tc.tftp)
 		})
 	}
 }
@@ -118,9 +128,11 @@ func qemuUnavailable(files ...string) error {
 	return nil
 }
 
-// runQEMUBoot boots one VM with firmware on the network 10.<subnet>.0.0/24 and asserts on
-// the requests the boot service saw; wantTFTP is the iPXE binary the firmware must fetch.
-func runQEMUBoot(t *testing.T, firmware Firmware, subnet byte, wantTFTP string) {
+// runQEMUBoot boots one VM with firmware on the network 10.<subnet>.0.0/24, with the boot
+// service in mode (in proxy mode beside the site's DHCP server, dnsmasq, leasing .100 to
+// .110), and asserts on the requests the boot service saw; wantTFTP is the iPXE binary the
+// firmware must fetch.
+func runQEMUBoot(t *testing.T, firmware Firmware, mode DHCPMode, subnet byte, wantTFTP string) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(t.Context(), qemuBootTimeout)
@@ -129,8 +141,14 @@ func runQEMUBoot(t *testing.T, firmware Firmware, subnet byte, wantTFTP string) 
 	serverIP := net.IPv4(10, subnet, 0, 1).To4()
 	leaseIP := net.IPv4(10, subnet, 0, 100).To4()
 	mac := net.HardwareAddr{0x52, 0x54, 0x00, 0x7a, subnet, 0x01}
-	ns := fmt.Sprintf("talon-qemu-%s-%d", strings.ToLower(string(firmware)), os.Getpid())
+	ns := fmt.Sprintf("talon-qemu-%d-%d", subnet, os.Getpid())
 	newBridgeNetns(t, ns, fmt.Sprintf("%s/24", serverIP))
+	if mode == DHCPModeProxy {
+		sitedhcp.Start(t, sitedhcp.Options{
+			Name: fmt.Sprintf("tq%d", subnet), Netns: ns, Bridge: "br0", Address: fmt.Sprintf("10.%d.0.2/24", subnet),
+			First: leaseIP.String(), Last: fmt.Sprintf("10.%d.0.110", subnet),
+		})
+	}
 	baseURL := "http://" + net.JoinHostPort(serverIP.String(), "8081")
 
 	// The service.
@@ -148,7 +166,7 @@ func runQEMUBoot(t *testing.T, firmware Firmware, subnet byte, wantTFTP string) 
 
 	rec := &bootRecorder{}
 	dhcp, err := NewDHCPResponder(hosts, DHCPOptions{
-		Mode: DHCPModeFull, ServerIP: serverIP, BaseURL: baseURL,
+		Mode: mode, ServerIP: serverIP, BaseURL: baseURL,
 		Pool: &AddressPool{Start: leaseIP, End: net.IPv4(10, subnet, 0, 110), Netmask: net.CIDRMask(24, 32)},
 	})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -187,14 +205,22 @@ func runQEMUBoot(t *testing.T, firmware Firmware, subnet byte, wantTFTP string) 
 	}
 	t.Logf("%s firmware fetched its config %s after QEMU started", firmware, time.Since(start).Round(time.Second))
 
-	g.Expect(dhcp.AddressOf(mac)).To(Equal(leaseIP), "full-mode DHCP leased the VM's address")
+	// The address the VM took: Talon's lease, or the site server's, which the proxy saw the VM
+	// ask for (dnsmasq hands out its range from the top, so it need not be .100).
+	address := dhcp.AddressOf(mac)
+	g.Expect(address).NotTo(BeNil(), "the boot service knows the VM's address")
+	if mode == DHCPModeFull {
+		g.Expect(address).To(Equal(leaseIP), "full-mode DHCP leased the VM's address")
+	}
+	g.Expect(address[:3]).To(Equal(leaseIP[:3]))
+	g.Expect(address[3]).To(And(BeNumerically(">=", 100), BeNumerically("<=", 110)), "leased %s", address)
 	if wantTFTP == "" {
 		g.Expect(rec.tftpFiles()).To(BeEmpty(), "an iPXE ROM needs no iPXE binary")
 	} else {
 		g.Expect(rec.tftpFiles()).To(ContainElement(wantTFTP))
 	}
 	reqs := rec.requests()
-	g.Expect(reqs).To(HaveEach(HaveField("From", leaseIP.String())), "every HTTP request comes from the leased address")
+	g.Expect(reqs).To(HaveEach(HaveField("From", address.String())), "every HTTP request comes from the leased address")
 	g.Expect(reqs).To(ContainElement(And(
 		HaveField("Path", "/ipxe"), HaveField("MAC", mac.String()), HaveField("Status", http.StatusOK))))
 	g.Expect(reqs).To(ContainElement(And(HaveField("Path", "/assets/talos/vmlinuz-amd64"), HaveField("Status", http.StatusOK))))
@@ -239,20 +265,26 @@ func newBridgeNetns(t *testing.T, ns, addr string) {
 	ipCmd(t, "-n", ns, "link", "set", "br0", "up")
 }
 
-// serveInNetns runs the boot service's DHCP on br0, and its TFTP and HTTP on serverIP, in the
+// serveInNetns runs the boot service's DHCP on br0 (and in proxy mode on port 4011 of
+// serverIP), and its TFTP and HTTP on serverIP, in the
 // network namespace ns until the test ends. The TFTP server opens a socket per transfer, so it
 // serves from a thread that stays in the namespace.
 func serveInNetns(t *testing.T, ns string, serverIP net.IP, dhcp *DHCPResponder, tftp *TFTPServer, handler http.Handler) {
 	t.Helper()
 	g := NewWithT(t)
 	var (
-		dhcpConn, tftpConn net.PacketConn
-		httpLn             net.Listener
+		dhcpConn, pxeConn, tftpConn net.PacketConn
+		httpLn                      net.Listener
 	)
 	g.Expect(inNetns(ns, func() error {
 		var err error
 		if dhcpConn, err = ListenDHCP("br0"); err != nil {
 			return err
+		}
+		if dhcp.opts.Mode == DHCPModeProxy {
+			if pxeConn, err = ListenPXE(serverIP); err != nil {
+				return err
+			}
 		}
 		var lc net.ListenConfig
 		if tftpConn, err = lc.ListenPacket(context.Background(), "udp4", net.JoinHostPort(serverIP.String(), "69")); err != nil {
@@ -263,8 +295,13 @@ func serveInNetns(t *testing.T, ns string, serverIP net.IP, dhcp *DHCPResponder,
 	})).To(Succeed())
 
 	ctx, cancel := context.WithCancel(context.Background())
-	dhcpDone := make(chan error, 1)
+	dhcpServers := 1
+	dhcpDone := make(chan error, 2)
 	go func() { dhcpDone <- dhcp.ServeDHCP(ctx, dhcpConn) }()
+	if pxeConn != nil {
+		dhcpServers++
+		go func() { dhcpDone <- dhcp.ServeDHCP(ctx, pxeConn) }()
+	}
 	tftpDone := make(chan error, 1)
 	go func() { tftpDone <- inNetns(ns, func() error { return tftp.Serve(tftpConn) }) }()
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
@@ -273,8 +310,10 @@ func serveInNetns(t *testing.T, ns string, serverIP net.IP, dhcp *DHCPResponder,
 
 	t.Cleanup(func() {
 		cancel()
-		if err := <-dhcpDone; err != nil {
-			t.Errorf("DHCP server: %v", err)
+		for range dhcpServers {
+			if err := <-dhcpDone; err != nil {
+				t.Errorf("DHCP server: %v", err)
+			}
 		}
 		tftp.Shutdown()
 		if err := <-tftpDone; err != nil {

@@ -171,3 +171,64 @@ func ipCmd(t *testing.T, args ...string) {
 		t.Fatalf("ip %v: %v: %s", args, err, out)
 	}
 }
+
+// TestProxyDHCPOnPort4011 asks the proxy on the wire the way PXE firmware does when a proxy
+// offer names no boot file: a REQUEST to port 4011 of the server, unicast from the address
+// the client leased elsewhere. The proxy answers with the boot file and takes that address as
+// the host's.
+func TestProxyDHCPOnPort4011(t *testing.T) {
+	require.Layer(t, "netns", netnsUnavailable())
+	g := NewWithT(t)
+	ns := fmt.Sprintf("talon-pxe-%d", os.Getpid())
+	hostIf := fmt.Sprintf("tpx%d", os.Getpid()%1000000)
+	clientMAC := net.HardwareAddr{0x52, 0x54, 0x00, 0x12, 0x34, 0x57}
+	serverIP, clientIP := net.IPv4(10, 214, 0, 1).To4(), net.IPv4(10, 214, 0, 50).To4()
+	ipCmd(t, "netns", "add", ns)
+	t.Cleanup(func() { ipCmd(t, "netns", "del", ns) })
+	ipCmd(t, "link", "add", hostIf, "type", "veth", "peer", "name", "eth0", "netns", ns)
+	t.Cleanup(func() { ipCmd(t, "link", "del", hostIf) })
+	ipCmd(t, "addr", "add", serverIP.String()+"/24", "dev", hostIf)
+	ipCmd(t, "link", "set", hostIf, "up")
+	ipCmd(t, "-n", ns, "link", "set", "eth0", "address", clientMAC.String())
+	ipCmd(t, "-n", ns, "addr", "add", clientIP.String()+"/24", "dev", "eth0")
+	ipCmd(t, "-n", ns, "link", "set", "eth0", "up")
+
+	hosts := NewStaticHosts()
+	hosts.Set(clientMAC, Host{Name: types.NamespacedName{Namespace: "metal", Name: "veth"}, Action: BootActionDisk})
+	d, err := NewDHCPResponder(hosts, DHCPOptions{Mode: DHCPModeProxy, ServerIP: serverIP, BaseURL: "http://10.214.0.1:8081"})
+	g.Expect(err).NotTo(HaveOccurred())
+	conn, err := ListenPXE(serverIP)
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.ServeDHCP(ctx, conn) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("DHCP server: %v", err)
+		}
+	})
+
+	var client net.PacketConn
+	g.Expect(inNetns(ns, func() error {
+		var err error
+		client, err = (&net.ListenConfig{}).ListenPacket(context.Background(), "udp4", net.JoinHostPort(clientIP.String(), "68"))
+		return err
+	})).To(Succeed())
+	defer func() { _ = client.Close() }()
+	req := request(g, clientMAC, pxeClient(iana.EFI_X86_64), withOption(dhcpv4.OptServerIdentifier(serverIP)))
+	req.ClientIPAddr = clientIP
+	_, err = client.WriteTo(req.ToBytes(), &net.UDPAddr{IP: serverIP, Port: PXEPort})
+	g.Expect(err).NotTo(HaveOccurred())
+	buf := make([]byte, 1500)
+	g.Expect(client.SetReadDeadline(time.Now().Add(5 * time.Second))).To(Succeed())
+	n, _, err := client.ReadFrom(buf)
+	g.Expect(err).NotTo(HaveOccurred(), "no ProxyDHCP reply on the wire")
+	ack, err := dhcpv4.FromBytes(buf[:n])
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ack.MessageType()).To(Equal(dhcpv4.MessageTypeAck))
+	g.Expect(ack.TransactionID).To(Equal(req.TransactionID))
+	g.Expect(ack.BootFileName).To(Equal(BootFileUEFIAMD64))
+	g.Expect(ack.YourIPAddr.IsUnspecified()).To(BeTrue(), "a proxy leases no address")
+	g.Expect(d.AddressOf(clientMAC).String()).To(Equal(clientIP.String()), "the address the client asked from is the host's")
+}
