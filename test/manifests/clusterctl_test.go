@@ -120,31 +120,38 @@ func generateCluster(t *testing.T, env []string, args ...string) func(kind strin
 	}
 }
 
-// TestClusterctlGeneratesTheClusterClass: "clusterctl generate yaml --from" renders the
+// TestClusterctlGeneratesTheClusterClass: "clusterctl generate yaml --from" renders each
 // shipped ClusterClass with its templates into a namespace, and the API server (with Talon's
 // webhooks) accepts every object in a server-side dry run.
 func TestClusterctlGeneratesTheClusterClass(t *testing.T) {
 	env := envtest.Get(t)
 	clusterctl, err := envtest.Binary("clusterctl")
 	require.Layer(t, envtest.Layer, err)
-	g := NewWithT(t)
-	ctx := t.Context()
 	env.StartManager(t, envtest.ManagerOptions{})
-	ns := env.NewNamespace(t, "clusterclass")
-
-	out := runClusterctl(t, clusterctl, []string{"NAMESPACE=" + ns}, "generate", "yaml", "--from", filepath.Join(envtest.RepoRoot(), "out", "clusterclass-talos-docker.yaml"))
-	objs, err := utilyaml.ToUnstructured(out)
-	g.Expect(err).NotTo(HaveOccurred())
-	kinds := make([]string, 0, len(objs))
-	for i := range objs {
-		obj := &objs[i]
-		kinds = append(kinds, obj.GetKind())
-		g.Expect(obj.GetNamespace()).To(Equal(ns))
-		err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.DryRunAll, client.ForceOwnership, client.FieldOwner("talon-test"))
-		g.Expect(err).NotTo(HaveOccurred(), "server-side dry-run of %s %s", obj.GetKind(), obj.GetName())
+	for file, wantKinds := range map[string][]string{
+		"clusterclass-talos-docker.yaml": {"ClusterClass", "TalosDockerClusterTemplate", "TalosControlPlaneTemplate",
+			"TalosDockerMachineTemplate", "TalosDockerMachineTemplate", "TalosConfigTemplate"},
+		"clusterclass-talos-metal.yaml": {"ClusterClass", "TalosMetalClusterTemplate", "TalosControlPlaneTemplate",
+			"TalosMetalMachineTemplate", "TalosMetalMachineTemplate", "TalosConfigTemplate"},
+	} {
+		t.Run(file, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := t.Context()
+			ns := env.NewNamespace(t, "clusterclass")
+			out := runClusterctl(t, clusterctl, []string{"NAMESPACE=" + ns}, "generate", "yaml", "--from", filepath.Join(envtest.RepoRoot(), "out", file))
+			objs, err := utilyaml.ToUnstructured(out)
+			g.Expect(err).NotTo(HaveOccurred())
+			kinds := make([]string, 0, len(objs))
+			for i := range objs {
+				obj := &objs[i]
+				kinds = append(kinds, obj.GetKind())
+				g.Expect(obj.GetNamespace()).To(Equal(ns))
+				err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.DryRunAll, client.ForceOwnership, client.FieldOwner("talon-test"))
+				g.Expect(err).NotTo(HaveOccurred(), "server-side dry-run of %s %s", obj.GetKind(), obj.GetName())
+			}
+			g.Expect(kinds).To(ConsistOf(wantKinds))
+		})
 	}
-	g.Expect(kinds).To(ConsistOf("ClusterClass", "TalosDockerClusterTemplate", "TalosControlPlaneTemplate",
-		"TalosDockerMachineTemplate", "TalosDockerMachineTemplate", "TalosConfigTemplate"))
 }
 
 // runClusterctl runs clusterctl with args and the extra environment env, with its own
