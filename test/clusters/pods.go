@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"slices"
@@ -91,6 +92,30 @@ func PodsPrerequisites(t *testing.T) (pauseImage string) {
 		t.Fatalf("image %s is missing: run 'make sim-image' first", dockertest.SimImage())
 	}
 	return pauseImage
+}
+
+// StartPodsPlane starts a management cluster with a kubelet-run node in dir, for Pods: it
+// checks the prerequisites first (PodsPrerequisites), removes the cluster when the test ends
+// and, when the test failed, logs the end of every manager's log before that.
+func StartPodsPlane(t *testing.T, dir string, log io.Writer) *plane.Plane {
+	t.Helper()
+	pauseImage := PodsPrerequisites(t)
+	p, err := plane.Start(t.Context(), plane.Options{Dir: dir, BinDir: envtest.BinDir(), Node: true, PauseImage: pauseImage, Log: log})
+	if err != nil {
+		t.Fatalf("Failed to start the management cluster: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := p.Remove(context.Background()); err != nil {
+			t.Errorf("Failed to remove the management cluster: %v", err)
+		}
+	})
+	// Cleanups run last-in first-out: this one, while the cluster still runs.
+	t.Cleanup(func() {
+		if t.Failed() {
+			LogManagers(t, p)
+		}
+	})
+	return p
 }
 
 // ExpectManagersRunning checks that every manager runs as one available Pod under its own

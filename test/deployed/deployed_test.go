@@ -91,34 +91,20 @@ type managementCluster struct {
 func startManagementCluster(t *testing.T, cluster string) *managementCluster {
 	t.Helper()
 	g := NewWithT(t)
-	ctx := t.Context()
-	pauseImage := clusters.PodsPrerequisites(t)
-	root := envtest.RepoRoot()
-	m := &managementCluster{cluster: cluster, config: filepath.Join(root, "out", "clusterctl.yaml")}
+	t.Setenv("HOME", t.TempDir())
+	start := time.Now()
+	// The workload cluster's containers go after the management cluster (cleanups run last-in
+	// first-out), whose managers could otherwise make them again.
+	t.Cleanup(func() { dockertest.RemoveLabelled(t, map[string]string{dockerruntime.LabelCluster: cluster}) })
+	p := clusters.StartPodsPlane(t, filepath.Join(t.TempDir(), "plane"), testLog{t})
+	m := &managementCluster{p: p, cluster: cluster, config: filepath.Join(envtest.RepoRoot(), "out", "clusterctl.yaml")}
 	m.certManager = quickstart.CertManagerManifest(m.config)
 	for _, file := range []string{m.config, m.certManager} {
 		if _, err := os.Stat(file); err != nil {
 			t.Fatalf("run 'make release-manifests cert-manager' first: %v", err)
 		}
 	}
-	t.Setenv("HOME", t.TempDir())
-
-	start := time.Now()
 	var err error
-	m.p, err = plane.Start(ctx, plane.Options{Dir: filepath.Join(t.TempDir(), "plane"), BinDir: envtest.BinDir(), Node: true, PauseImage: pauseImage, Log: testLog{t}})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() {
-		if err := m.p.Remove(context.Background()); err != nil {
-			t.Errorf("Failed to remove the management cluster: %v", err)
-		}
-		dockertest.RemoveLabelled(t, map[string]string{dockerruntime.LabelCluster: cluster})
-	})
-	// Cleanups run last-in first-out: this one, while the cluster still runs.
-	t.Cleanup(func() {
-		if t.Failed() {
-			clusters.LogManagers(t, m.p)
-		}
-	})
 	t.Logf("The management cluster's node was Ready after %s", time.Since(start).Round(time.Second))
 	m.c, err = client.New(mustConfig(g, m.p.Kubeconfig()), client.Options{Scheme: quickstart.Scheme})
 	g.Expect(err).NotTo(HaveOccurred())

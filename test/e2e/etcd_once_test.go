@@ -196,16 +196,7 @@ func (s *suite) podsPlane(name string) *plane.Plane {
 // installs providers on it with install. A failed test logs the managers' last lines.
 func (s *suite) startPodsPlane(name string, install func(*plane.Plane) error) *plane.Plane {
 	s.t.Helper()
-	pauseImage := clusters.PodsPrerequisites(s.t)
-	p, err := plane.Start(s.t.Context(), plane.Options{Dir: filepath.Join(s.out, name), BinDir: s.bin, Node: true, PauseImage: pauseImage, Log: testWriter{s.t}})
-	s.g.Expect(err).NotTo(HaveOccurred())
-	s.t.Cleanup(func() { _ = p.Remove(context.Background()) })
-	// Cleanups run last-in first-out: this one, while the cluster still runs.
-	s.t.Cleanup(func() {
-		if s.t.Failed() {
-			clusters.LogManagers(s.t, p)
-		}
-	})
+	p := clusters.StartPodsPlane(s.t, filepath.Join(s.out, name), testWriter{s.t})
 	s.g.Expect(install(p)).To(Succeed())
 	return p
 }
