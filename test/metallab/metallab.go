@@ -297,7 +297,6 @@ func Generate(t *testing.T, name, flavor, namespace string, variables map[string
 	versions, err := os.ReadDir(filepath.Join(root, "out", "repository", "infrastructure-talon"))
 	g.Expect(err).NotTo(gomega.HaveOccurred(), "run 'make release-manifests' first")
 	g.Expect(versions).To(gomega.HaveLen(1))
-	//nolint:gosec // clusterctl from bin/ with the test's arguments
 	cmd := exec.CommandContext(t.Context(), clusterctl, "generate", "cluster", name, "--flavor", flavor,
 		"--config", filepath.Join(root, "out", "clusterctl.yaml"), "--infrastructure", "talon:"+versions[0].Name(),
 		"--target-namespace", namespace)

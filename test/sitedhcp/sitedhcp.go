@@ -120,7 +120,6 @@ func Start(t *testing.T, o Options) {
 		t.Fatal(err)
 	}
 	log := &bytes.Buffer{}
-	//nolint:gosec // dnsmasq with the test's own addresses
 	cmd := exec.CommandContext(context.Background(), "ip", "netns", "exec", ns, path,
 		"--keep-in-foreground", "--conf-file=/dev/null", "--port=0", "--user=root",
 		"--interface=eth0", "--bind-interfaces", "--no-ping", "--dhcp-authoritative", "--log-dhcp", "--log-facility=-",
@@ -135,9 +134,9 @@ func Start(t *testing.T, o Options) {
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-done
+		exit := <-done
 		if t.Failed() {
-			t.Logf("The site's DHCP server (dnsmasq) logged:\n%s", log)
+			t.Logf("The site's DHCP server (dnsmasq, %v) logged:\n%s", exit, log)
 		}
 	})
 	select {

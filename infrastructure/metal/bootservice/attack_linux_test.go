@@ -19,7 +19,6 @@ package bootservice_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -52,6 +51,7 @@ func TestConfigGoesOnlyToItsHost(t *testing.T) {
 }
 
 func attackHostConfig(t *testing.T, mode bootservice.DHCPMode) {
+	t.Helper()
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -78,7 +78,7 @@ func attackHostConfig(t *testing.T, mode bootservice.DHCPMode) {
 		setAddress(t, otherNIC, otherIP.String()+"/24")
 	}
 	other := clientFrom(otherIP)
-	scriptURL := fmt.Sprintf("http://%s:8081/ipxe?mac=%s", l.ServerIP, hostMAC)
+	scriptURL := "http://" + net.JoinHostPort(l.ServerIP.String(), "8081") + "/ipxe?mac=" + hostMAC.String()
 
 	// Before the host's DHCP exchange the service knows no address of it: nobody gets the script.
 	expectRefused(g, other, scriptURL)
@@ -118,6 +118,7 @@ func attackHostConfig(t *testing.T, mode bootservice.DHCPMode) {
 // startBootService serves DHCP, TFTP and HTTP on the lab's bridge for one host to install,
 // and returns the refusals it reports.
 func startBootService(t *testing.T, l *metallab.Lab, mode bootservice.DHCPMode, host types.NamespacedName, mac net.HardwareAddr, config []byte) *refusalLog {
+	t.Helper()
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -143,7 +144,7 @@ func startBootService(t *testing.T, l *metallab.Lab, mode bootservice.DHCPMode, 
 	}
 	g.Expect(os.WriteFile(filepath.Join(assets, "initramfs-amd64.xz"), []byte("stand-in initramfs\n"), 0o600)).To(Succeed())
 
-	baseURL := fmt.Sprintf("http://%s:8081", l.ServerIP)
+	baseURL := "http://" + net.JoinHostPort(l.ServerIP.String(), "8081")
 	dhcp, err := bootservice.NewDHCPResponder(hosts, bootservice.DHCPOptions{
 		Mode: mode, ServerIP: l.ServerIP, BaseURL: baseURL,
 		Pool: &bootservice.AddressPool{Start: net.ParseIP(l.Prefix + "10"), End: net.ParseIP(l.Prefix + "14"), Netmask: net.CIDRMask(24, 32)},
@@ -247,6 +248,7 @@ func clientFrom(address net.IP) *http.Client {
 
 // setAddress puts cidr on nic in place of the addresses it had.
 func setAddress(t *testing.T, nic, cidr string) {
+	t.Helper()
 	metallab.IP(t, "address", "flush", "dev", nic)
 	metallab.IP(t, "address", "add", cidr, "dev", nic)
 }
