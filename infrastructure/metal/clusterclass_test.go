@@ -61,7 +61,9 @@ func TestMetalClusterClass(t *testing.T) {
 	l.StartDHCPServer(10, 12)
 	hostCtx, stopHosts := context.WithCancel(context.Background())
 	t.Cleanup(stopHosts)
-	for i, r := range []struct{ name, role string }{{"cp-1", "control-plane"}, {"worker-1", "worker"}, {"worker-2", "worker"}} {
+	// Names in the opposite order of the roles: a Machine takes the first Available host its
+	// selector matches, so without the class's selectors the control plane would take host-a.
+	for i, r := range []struct{ name, role string }{{"host-c", "control-plane"}, {"host-a", "worker"}, {"host-b", "worker"}} {
 		l.Register(c, l.AddHost(hostCtx, r.name, i+1, i == 1, ctrl.Log.WithName("sim-host")), r.role)
 	}
 	factory := startProviders(t, env, l, true)

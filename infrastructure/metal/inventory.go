@@ -246,17 +246,21 @@ func patchConfig(config []byte, providerID, disk, installer string) ([]byte, err
 func (i *Inventory) Served(s bootservice.Served) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	var h *infrav1.MetalHost
+	var earlier *infrav1.BootRecord
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		h := &infrav1.MetalHost{}
+		h = &infrav1.MetalHost{}
 		if err := i.reader().Get(ctx, s.Host, h); err != nil {
 			return err
 		}
 		before := h.DeepCopy()
 		switch s.Endpoint {
 		case "config":
+			earlier = nil
 			for j := len(h.Status.Boots) - 1; j >= 0; j-- {
 				if h.Status.Boots[j].Action == infrav1.BootActionInstall {
 					h.Status.Boots[j].ConfigDelivered = true
+					earlier = deliveredEarlier(h.Status.Boots[:j], h.Status.Boots[j].Address, time.Now())
 					break
 				}
 			}
@@ -271,7 +275,27 @@ func (i *Inventory) Served(s bootservice.Served) {
 	})
 	if err != nil {
 		ctrl.Log.WithName("bootservice").Error(err, "Failed to record a boot", "host", s.Host.String(), "endpoint", s.Endpoint)
+		return
 	}
+	if earlier != nil && i.Events != nil {
+		// Only one of the two was the host: the other took its config.
+		i.Events.Eventf(h, nil, corev1.EventTypeWarning, "ConfigServedTwice", "Deliver",
+			"The host's config was served to %s at %s and again, to %s: if %s is not this host, another machine on the provisioning network took the config (docs/metal.md, Threat model)",
+			earlier.Address, earlier.Time.UTC().Format(time.RFC3339), s.IP, earlier.Address)
+	}
+}
+
+// deliveredEarlier is the latest of boots that fetched a config from an address other than
+// address within the last config token lifetime, or nil: a host fetches its config once per
+// install boot, from the address it booted with.
+func deliveredEarlier(boots []infrav1.BootRecord, address string, now time.Time) *infrav1.BootRecord {
+	for j := len(boots) - 1; j >= 0; j-- {
+		b := boots[j]
+		if b.Action == infrav1.BootActionInstall && b.ConfigDelivered && b.Address != address && now.Sub(b.Time.Time) < bootservice.DefaultTokenTTL {
+			return &b
+		}
+	}
+	return nil
 }
 
 // reader is APIReader, or Client without one.

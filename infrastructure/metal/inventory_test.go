@@ -27,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
@@ -143,4 +144,57 @@ func TestBootActionFollowsTheAPIServer(t *testing.T) {
 	got, err = inventory.Lookup(ctx, mac)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got).To(BeNil())
+}
+
+// TestConfigServedTwiceIsReported: a host's config fetched from one address and, within a
+// token's lifetime, from another is reported as a Warning event naming both: one of the two
+// took the config without being the host. A host fetching its config once, or again from
+// its own address, raises nothing.
+func TestConfigServedTwiceIsReported(t *testing.T) {
+	env := envtest.Get(t)
+	ctx := t.Context()
+	c := env.Client
+	namespace := env.NewNamespace(t, "inventory")
+	for _, tc := range []struct {
+		name  string
+		boots []infrav1.BootRecord
+		from  string
+		want  bool
+	}{
+		{name: "first delivery", from: "10.0.0.10", boots: []infrav1.BootRecord{{Action: infrav1.BootActionInstall, Address: "10.0.0.10"}}},
+		{name: "again from the same address", from: "10.0.0.10", boots: []infrav1.BootRecord{
+			{Action: infrav1.BootActionInstall, Address: "10.0.0.10", ConfigDelivered: true},
+			{Action: infrav1.BootActionInstall, Address: "10.0.0.10"},
+		}},
+		{name: "another address took it first", from: "10.0.0.10", want: true, boots: []infrav1.BootRecord{
+			{Action: infrav1.BootActionInstall, Address: "10.0.0.66", ConfigDelivered: true},
+			{Action: infrav1.BootActionInstall, Address: "10.0.0.10"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			host := &infrav1.MetalHost{
+				ObjectMeta: metav1.ObjectMeta{Namespace: namespace, GenerateName: "host-"},
+				Spec:       infrav1.MetalHostSpec{BootMACAddresses: []string{"02:00:00:00:0b:01"}},
+			}
+			g.Expect(c.Create(ctx, host)).To(Succeed())
+			for j := range tc.boots {
+				tc.boots[j].Time = metav1.Now()
+			}
+			host.Status.Boots = tc.boots
+			g.Expect(c.Status().Update(ctx, host)).To(Succeed())
+
+			recorder := events.NewFakeRecorder(10)
+			(&metal.Inventory{Client: c, Events: recorder}).Served(bootservice.Served{
+				Host: client.ObjectKeyFromObject(host), IP: net.ParseIP(tc.from), Endpoint: "config",
+			})
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(host), host)).To(Succeed())
+			g.Expect(host.Status.Boots[len(host.Status.Boots)-1].ConfigDelivered).To(BeTrue())
+			if !tc.want {
+				g.Expect(recorder.Events).To(BeEmpty())
+				return
+			}
+			g.Expect(recorder.Events).To(Receive(And(ContainSubstring("ConfigServedTwice"), ContainSubstring("10.0.0.66"), ContainSubstring("10.0.0.10"))))
+		})
+	}
 }

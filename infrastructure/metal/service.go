@@ -90,7 +90,7 @@ func (s *BootService) Start(ctx context.Context) error {
 		baseURL = "http://" + net.JoinHostPort(serverIP.String(), port)
 	}
 	dhcp, err := bootservice.NewDHCPResponder(s.Inventory, bootservice.DHCPOptions{
-		Mode: o.DHCPMode, ServerIP: serverIP, BaseURL: baseURL, Pool: o.Pool, PreferSNP: o.PreferSNP,
+		Mode: o.DHCPMode, ServerIP: serverIP, BaseURL: baseURL, Pool: o.Pool, PreferSNP: o.PreferSNP, Subnet: subnetOf(serverIP),
 		Register: func(ctx context.Context, mac net.HardwareAddr) {
 			go s.Inventory.Register(context.WithoutCancel(ctx), mac)
 		},
@@ -170,4 +170,18 @@ func ignoreClosed(err error) error {
 		return nil
 	}
 	return err
+}
+
+// subnetOf is the network of the interface that has ip, or nil when none has it.
+func subnetOf(ip net.IP) *net.IPNet {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return &net.IPNet{IP: n.IP.Mask(n.Mask), Mask: n.Mask}
+		}
+	}
+	return nil
 }

@@ -28,6 +28,7 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -90,6 +91,8 @@ func Start(t *testing.T, o Options) {
 			t.Fatalf("ip %v: %v: %s", args, err, out)
 		}
 	}
+	// A namespace a killed run left behind goes first.
+	_ = exec.CommandContext(context.Background(), "ip", "netns", "del", ns).Run()
 	run("netns", "add", ns)
 	t.Cleanup(func() { _ = exec.CommandContext(context.Background(), "ip", "netns", "del", ns).Run() })
 	add := []string{"link", "add", link}
@@ -126,6 +129,8 @@ func Start(t *testing.T, o Options) {
 		fmt.Sprintf("--dhcp-range=%s,%s,%s,1h", o.First, o.Last, prefix),
 		"--dhcp-leasefile="+filepath.Join(dir, "leases"), "--pid-file="+filepath.Join(dir, "pid"))
 	cmd.Stdout, cmd.Stderr = log, log
+	// dnsmasq dies with the test process, even when no cleanup runs (a test timeout).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	// ip netns exec execs dnsmasq in place: the process is dnsmasq's.
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("dnsmasq: %v", err)

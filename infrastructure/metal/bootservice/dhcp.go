@@ -62,6 +62,9 @@ type DHCPOptions struct {
 	// exchange stays the only one its install script goes to; DefaultAnnouncementTTL when
 	// zero.
 	AnnouncementTTL time.Duration
+	// Subnet is the provisioning network, ServerIP's; in proxy mode an address announced
+	// outside it is not taken. Optional.
+	Subnet *net.IPNet
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -114,13 +117,28 @@ func NewDHCPResponder(hosts Hosts, opts DHCPOptions) (*DHCPResponder, error) {
 
 // Respond returns the reply to req, or nil when the service should stay silent: a message
 // type it does not answer, a non-PXE client in proxy mode, an unknown host, another server
-// chosen by the client. In proxy mode it notes the address a known PXE client asks for, even
-// from another server: that is the address its install script then goes to.
+// chosen by the client. It does not know where req came from, so it notes no address; the
+// server uses RespondFrom.
 func (d *DHCPResponder) Respond(ctx context.Context, req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, error) {
+	return d.RespondFrom(ctx, req, nil)
+}
+
+// RespondFrom is Respond for a request that came from the address from. In proxy mode it
+// also notes the address a known PXE client takes, even from another server, which its
+// install script then goes to: option 50 of a REQUEST sent by a client without an address
+// (source 0.0.0.0), or ciaddr of a REQUEST sent from that very address (the
+// ProxyDHCP request on port 4011). Relayed requests (giaddr set), addresses outside Subnet
+// and requests whose source does not match are not taken. A RELEASE or DECLINE of a known
+// host forgets its address.
+func (d *DHCPResponder) RespondFrom(ctx context.Context, req *dhcpv4.DHCPv4, from *net.UDPAddr) (*dhcpv4.DHCPv4, error) {
 	if req == nil || req.OpCode != dhcpv4.OpcodeBootRequest || req.HWType != iana.HWTypeEthernet || len(req.ClientHWAddr) != 6 {
 		return nil, nil
 	}
 	msgType := req.MessageType()
+	if d.announced != nil && (msgType == dhcpv4.MessageTypeRelease || msgType == dhcpv4.MessageTypeDecline) {
+		d.announced.forget(req.ClientHWAddr)
+		return nil, nil
+	}
 	if msgType != dhcpv4.MessageTypeDiscover && msgType != dhcpv4.MessageTypeRequest {
 		return nil, nil
 	}
@@ -149,7 +167,7 @@ func (d *DHCPResponder) Respond(ctx context.Context, req *dhcpv4.DHCPv4) (*dhcpv
 		return nil, nil
 	}
 	if d.announced != nil && msgType == dhcpv4.MessageTypeRequest {
-		if ip := requestedAddress(req); ip != nil {
+		if ip := d.announcedAddress(req, from); ip != nil {
 			d.announced.record(mac, ip)
 			log.V(4).Info("Host announced its address", "host", host.Name.String(), "ip", ip.String())
 		}
@@ -264,6 +282,31 @@ func isIPXE(req *dhcpv4.DHCPv4) bool {
 		}
 	}
 	return false
+}
+
+// announcedAddress is the address a REQUEST sent from the address from announces for its
+// client, or nil when
+// it is not to be taken (see RespondFrom).
+func (d *DHCPResponder) announcedAddress(req *dhcpv4.DHCPv4, from *net.UDPAddr) net.IP {
+	if from == nil || (req.GatewayIPAddr != nil && !req.GatewayIPAddr.IsUnspecified()) {
+		return nil
+	}
+	var ip net.IP
+	switch ciaddr := req.ClientIPAddr.To4(); {
+	case ciaddr != nil && !ciaddr.IsUnspecified():
+		if !ciaddr.Equal(from.IP) {
+			return nil
+		}
+		ip = ciaddr
+	case from.IP.IsUnspecified() || from.IP.Equal(net.IPv4bcast):
+		// Sent from 0.0.0.0 (the DHCP server library reports that as the broadcast
+		// address, where the reply goes).
+		ip = req.RequestedIPAddress().To4()
+	}
+	if ip == nil || (d.opts.Subnet != nil && !d.opts.Subnet.Contains(ip)) {
+		return nil
+	}
+	return ip
 }
 
 // requestedAddress is the address a REQUEST asks for: option 50 while selecting, ciaddr

@@ -85,7 +85,8 @@ func (d *DHCPResponder) handle(ctx context.Context, conn net.PacketConn, peer ne
 	log := logr.FromContextOrDiscard(ctx)
 	ctx, cancel := context.WithTimeout(ctx, dhcpLookupTimeout)
 	defer cancel()
-	reply, err := d.Respond(ctx, req)
+	from, _ := peer.(*net.UDPAddr)
+	reply, err := d.RespondFrom(ctx, req, from)
 	if err != nil {
 		log.Error(err, "Failed to answer DHCP request", "mac", req.ClientHWAddr.String())
 		return

@@ -307,10 +307,13 @@ func TestDHCPResponderKnowsItsLeases(t *testing.T) {
 }
 
 // TestProxyNotesAnnouncedAddresses: in proxy mode the address a known PXE client asks the
-// site's server for, or presents to the proxy on port 4011, becomes its address for the
-// announcement TTL; unknown clients, non-PXE clients and full mode note nothing.
+// site's server for (sent from 0.0.0.0), or presents to the proxy on port 4011 from that very
+// address, becomes its address for the announcement TTL; unknown clients, non-PXE clients,
+// relayed requests, mismatched sources, addresses outside the subnet and full mode note
+// nothing, and a RELEASE forgets.
 func TestProxyNotesAnnouncedAddresses(t *testing.T) {
 	leased, other := net.IPv4(10, 0, 0, 77).To4(), net.IPv4(10, 0, 0, 78).To4()
+	noAddress := &net.UDPAddr{IP: net.IPv4bcast, Port: dhcpv4.ClientPort} // as server4 reports 0.0.0.0
 	toSite := func(ip net.IP) dhcpv4.Modifier {
 		return func(d *dhcpv4.DHCPv4) {
 			withOption(dhcpv4.OptServerIdentifier(otherIP))(d)
@@ -323,50 +326,84 @@ func TestProxyNotesAnnouncedAddresses(t *testing.T) {
 			d.ClientIPAddr = ip
 		}
 	}
+	type sent struct {
+		req  *dhcpv4.DHCPv4
+		from *net.UDPAddr
+	}
+	from := func(ip net.IP) *net.UDPAddr { return &net.UDPAddr{IP: ip, Port: dhcpv4.ClientPort} }
 	for _, tc := range []struct {
 		name     string
 		mode     DHCPMode
-		requests func(g Gomega) []*dhcpv4.DHCPv4
+		requests func(g Gomega) []sent
 		after    time.Duration
 		want     net.IP
 	}{
 		{name: "iPXE's REQUEST to the site's server", mode: DHCPModeProxy, want: leased,
-			requests: func(g Gomega) []*dhcpv4.DHCPv4 {
-				return []*dhcpv4.DHCPv4{request(g, macA, ipxeClient(iana.EFI_X86_64), toSite(leased))}
+			requests: func(g Gomega) []sent {
+				return []sent{{request(g, macA, ipxeClient(iana.EFI_X86_64), toSite(leased)), noAddress}}
 			}},
-		{name: "ProxyDHCP REQUEST on port 4011", mode: DHCPModeProxy, want: leased,
-			requests: func(g Gomega) []*dhcpv4.DHCPv4 {
-				return []*dhcpv4.DHCPv4{request(g, macA, pxeClient(iana.EFI_X86_64), toProxy(leased))}
+		{name: "ProxyDHCP REQUEST on port 4011 from its address", mode: DHCPModeProxy, want: leased,
+			requests: func(g Gomega) []sent {
+				return []sent{{request(g, macA, pxeClient(iana.EFI_X86_64), toProxy(leased)), from(leased)}}
 			}},
 		{name: "the latest announcement wins", mode: DHCPModeProxy, want: other,
-			requests: func(g Gomega) []*dhcpv4.DHCPv4 {
-				return []*dhcpv4.DHCPv4{
-					request(g, macA, pxeClient(iana.EFI_X86_64), toSite(leased)),
-					request(g, macA, ipxeClient(iana.EFI_X86_64), toSite(other)),
+			requests: func(g Gomega) []sent {
+				return []sent{
+					{request(g, macA, pxeClient(iana.EFI_X86_64), toSite(leased)), noAddress},
+					{request(g, macA, ipxeClient(iana.EFI_X86_64), toSite(other)), noAddress},
 				}
 			}},
 		{name: "forgotten after the TTL", mode: DHCPModeProxy, after: DefaultAnnouncementTTL + time.Second,
-			requests: func(g Gomega) []*dhcpv4.DHCPv4 {
-				return []*dhcpv4.DHCPv4{request(g, macA, ipxeClient(iana.EFI_X86_64), toSite(leased))}
+			requests: func(g Gomega) []sent {
+				return []sent{{request(g, macA, ipxeClient(iana.EFI_X86_64), toSite(leased)), noAddress}}
+			}},
+		{name: "forgotten on RELEASE", mode: DHCPModeProxy,
+			requests: func(g Gomega) []sent {
+				release := request(g, macA, pxeClient(iana.EFI_X86_64))
+				release.UpdateOption(dhcpv4.OptMessageType(dhcpv4.MessageTypeRelease))
+				return []sent{{request(g, macA, ipxeClient(iana.EFI_X86_64), toSite(leased)), noAddress}, {release, from(leased)}}
+			}},
+		{name: "a source unknown to Respond announces nothing", mode: DHCPModeProxy,
+			requests: func(g Gomega) []sent {
+				return []sent{{request(g, macA, ipxeClient(iana.EFI_X86_64), toSite(leased)), nil}}
+			}},
+		{name: "ciaddr from another source announces nothing", mode: DHCPModeProxy,
+			requests: func(g Gomega) []sent {
+				return []sent{{request(g, macA, pxeClient(iana.EFI_X86_64), toProxy(leased)), from(other)}}
+			}},
+		{name: "option 50 from a source with an address announces nothing", mode: DHCPModeProxy,
+			requests: func(g Gomega) []sent {
+				return []sent{{request(g, macA, ipxeClient(iana.EFI_X86_64), toSite(leased)), from(other)}}
+			}},
+		{name: "a relayed REQUEST announces nothing", mode: DHCPModeProxy,
+			requests: func(g Gomega) []sent {
+				relayed := request(g, macA, ipxeClient(iana.EFI_X86_64), toSite(leased))
+				relayed.GatewayIPAddr = net.IPv4(10, 9, 0, 1)
+				return []sent{{relayed, from(net.IPv4(10, 9, 0, 1))}}
+			}},
+		{name: "an address outside the provisioning network announces nothing", mode: DHCPModeProxy,
+			requests: func(g Gomega) []sent {
+				outside := net.IPv4(192, 168, 7, 7).To4()
+				return []sent{{request(g, macA, pxeClient(iana.EFI_X86_64), toProxy(outside)), from(outside)}}
 			}},
 		{name: "a DISCOVER announces nothing", mode: DHCPModeProxy,
-			requests: func(g Gomega) []*dhcpv4.DHCPv4 {
-				return []*dhcpv4.DHCPv4{discover(g, macA, ipxeClient(iana.EFI_X86_64), withOption(dhcpv4.OptRequestedIPAddress(leased)))}
+			requests: func(g Gomega) []sent {
+				return []sent{{discover(g, macA, ipxeClient(iana.EFI_X86_64), withOption(dhcpv4.OptRequestedIPAddress(leased))), noAddress}}
 			}},
 		{name: "a non-PXE client announces nothing", mode: DHCPModeProxy,
-			requests: func(g Gomega) []*dhcpv4.DHCPv4 {
-				return []*dhcpv4.DHCPv4{request(g, macA, plainClient, toSite(leased))}
+			requests: func(g Gomega) []sent {
+				return []sent{{request(g, macA, plainClient, toSite(leased)), noAddress}}
 			}},
 		{name: "broadcast and zero addresses are not addresses", mode: DHCPModeProxy,
-			requests: func(g Gomega) []*dhcpv4.DHCPv4 {
-				return []*dhcpv4.DHCPv4{
-					request(g, macA, pxeClient(iana.EFI_X86_64), toSite(net.IPv4bcast)),
-					request(g, macA, pxeClient(iana.EFI_X86_64), toProxy(net.IPv4zero)),
+			requests: func(g Gomega) []sent {
+				return []sent{
+					{request(g, macA, pxeClient(iana.EFI_X86_64), toSite(net.IPv4bcast)), noAddress},
+					{request(g, macA, pxeClient(iana.EFI_X86_64), toSite(net.IPv4zero)), noAddress},
 				}
 			}},
 		{name: "full mode: the lease, not the announcement", mode: DHCPModeFull,
-			requests: func(g Gomega) []*dhcpv4.DHCPv4 {
-				return []*dhcpv4.DHCPv4{request(g, macA, ipxeClient(iana.EFI_X86_64), toSite(leased))}
+			requests: func(g Gomega) []sent {
+				return []sent{{request(g, macA, ipxeClient(iana.EFI_X86_64), toSite(leased)), noAddress}}
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -374,11 +411,12 @@ func TestProxyNotesAnnouncedAddresses(t *testing.T) {
 			clock := &fakeClock{now: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
 			d, err := NewDHCPResponder(dhcpHosts(), DHCPOptions{
 				Mode: tc.mode, ServerIP: serverIP, BaseURL: testBaseURL, Pool: testPool(), Now: clock.Now,
+				Subnet: &net.IPNet{IP: net.IPv4(10, 0, 0, 0).To4(), Mask: net.CIDRMask(24, 32)},
 			})
 			g.Expect(err).NotTo(HaveOccurred())
 			// An unknown MAC address announcing an address is never noted.
-			for _, req := range append(tc.requests(g), request(g, macNone, ipxeClient(iana.EFI_X86_64), toSite(leased))) {
-				_, err := d.Respond(context.Background(), req)
+			for _, s := range append(tc.requests(g), sent{request(g, macNone, ipxeClient(iana.EFI_X86_64), toSite(leased)), noAddress}) {
+				_, err := d.RespondFrom(context.Background(), s.req, s.from)
 				g.Expect(err).NotTo(HaveOccurred())
 			}
 			clock.Advance(tc.after)

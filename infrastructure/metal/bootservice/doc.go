@@ -34,16 +34,16 @@ limitations under the License.
 // Trust: DHCP, TFTP and plain HTTP carry no authentication, and a MAC address is whatever a client
 // says it is. The service therefore hands a host's install script only to the host's address —
 // its fixed IP, its full-mode lease, or in proxy mode the address its PXE client announced in a
-// DHCP REQUEST the service saw (option 50 of the broadcast REQUEST to the site's server, or
-// ciaddr of a ProxyDHCP REQUEST on port 4011) — and to nobody while that address is unknown. The
-// config token in the script is bound to that address as seen on the connection (never a MAC or
-// address from a query parameter), hands the config out once and lives 15 minutes. A refused
-// request issues no token, so it can neither learn nor replace the host's. What this does not
-// stop is a machine on the same layer-2 segment that forges DHCP as the host's MAC and then
-// asks from the address it announced, or takes over the host's address: it can race the host,
-// whose own requests are then refused, which shows as BootRequestRefused events. Put the
-// provisioning network where only the hosts being provisioned reach it; docs/metal.md has the
-// whole threat model.
+// DHCP REQUEST the service saw on the segment (option 50 of a REQUEST sent from 0.0.0.0, or
+// ciaddr of a ProxyDHCP REQUEST on port 4011 sent from that address; see
+// DHCPResponder.RespondFrom) — and to nobody while that address is unknown. The config token
+// in the script is bound to that address as seen on the connection (never a MAC or address
+// from a query parameter), hands the config out once and lives 15 minutes. A refused request
+// issues no token, so it can neither learn nor replace the host's. What this does not stop is
+// a machine on the same layer-2 segment that forges DHCP as the host's MAC and then asks from
+// the address it announced, or takes over the host's address, while the host is being
+// installed; Served lets the manager report a config served to two addresses.
+// docs/metal.md has the whole threat model.
 //
 // The package is a library: it does not watch MetalHosts, render configs or emit events itself;
 // the infrastructure manager wires those in through [Hosts], [ConfigSource] and [Refusals].

@@ -80,7 +80,8 @@ func Example() {
 		dhcpv4.WithMessageType(dhcpv4.MessageTypeRequest),
 		dhcpv4.WithOption(dhcpv4.OptServerIdentifier(net.IPv4(127, 0, 0, 53))),
 		dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(net.IPv4(127, 0, 0, 1))))...)
-	if reply, _ := dhcp.Respond(context.Background(), request); reply == nil {
+	fromNoAddress := &net.UDPAddr{IP: net.IPv4bcast, Port: dhcpv4.ClientPort}
+	if reply, _ := dhcp.RespondFrom(context.Background(), request, fromNoAddress); reply == nil {
 		fmt.Println("address noted:", dhcp.AddressOf(mac))
 	}
 

@@ -173,8 +173,18 @@ func (a *announcements) record(mac net.HardwareAddr, ip net.IP) {
 	a.byMAC[mac.String()] = announcement{ip: addr, at: now}
 }
 
+// forget drops what mac announced.
+func (a *announcements) forget(mac net.HardwareAddr) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.byMAC, mac.String())
+}
+
 // lookup returns the address mac announced within the TTL, or nil.
 func (a *announcements) lookup(mac net.HardwareAddr) net.IP {
+	if a == nil {
+		return nil
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	an, ok := a.byMAC[mac.String()]

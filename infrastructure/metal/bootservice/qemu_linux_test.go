@@ -145,7 +145,7 @@ func runQEMUBoot(t *testing.T, firmware Firmware, mode DHCPMode, subnet byte, wa
 	newBridgeNetns(t, ns, fmt.Sprintf("%s/24", serverIP))
 	if mode == DHCPModeProxy {
 		sitedhcp.Start(t, sitedhcp.Options{
-			Name: fmt.Sprintf("tq%d", subnet), Netns: ns, Bridge: "br0", Address: fmt.Sprintf("10.%d.0.2/24", subnet),
+			Name: fmt.Sprintf("tq%d-%d", subnet, os.Getpid()%10000), Netns: ns, Bridge: "br0", Address: fmt.Sprintf("10.%d.0.2/24", subnet),
 			First: leaseIP.String(), Last: fmt.Sprintf("10.%d.0.110", subnet),
 		})
 	}
