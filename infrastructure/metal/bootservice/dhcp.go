@@ -285,8 +285,7 @@ func isIPXE(req *dhcpv4.DHCPv4) bool {
 }
 
 // announcedAddress is the address a REQUEST sent from the address from announces for its
-// client, or nil when
-// it is not to be taken (see RespondFrom).
+// client, or nil when it is not to be taken (see RespondFrom).
 func (d *DHCPResponder) announcedAddress(req *dhcpv4.DHCPv4, from *net.UDPAddr) net.IP {
 	if from == nil || (req.GatewayIPAddr != nil && !req.GatewayIPAddr.IsUnspecified()) {
 		return nil
