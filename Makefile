@@ -206,6 +206,8 @@ release-manifests: $(KUSTOMIZE) ## Write the clusterctl components and metadata.
 	cp $(TEMPLATES) $(OUT)/infrastructure-components-metal-only.yaml $(OUT)/infrastructure-components-metal-boot-service.yaml $(OUT)/repository/infrastructure-talon/$(RELEASE_VERSION)/
 	@# Cluster API's own core provider, built from the module Talon is tested with, so that
 	@# clusterctl init needs nothing from GitHub.
+	@# go list -m names no directory for a module the cache does not hold yet: download it first.
+	@go mod download sigs.k8s.io/cluster-api
 	@capi=$$(go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api); capiv=$$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api); \
 		dir=$(OUT)/repository/cluster-api/$$capiv; mkdir -p $$dir; \
 		$(KUSTOMIZE) build $$capi/core/config/default | sed -e "s#gcr.io/k8s-staging-cluster-api/cluster-api-controller:main#$(CAPI_IMAGE_NAME):$$capiv#" \
