@@ -27,7 +27,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/annotations"
 	capicontrollerutil "sigs.k8s.io/cluster-api/util/controller"
@@ -59,6 +61,11 @@ func (r *ClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manag
 		For(&infrav1.TalosMetalCluster{}).
 		WithOptions(options).
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
+		// A Cluster unpaused (at the end of clusterctl move, on the target) wakes its
+		// TalosMetalCluster, which then marks itself provisioned again.
+		Watches(&clusterv1.Cluster{},
+			handler.EnqueueRequestsFromMapFunc(util.ClusterToInfrastructureMapFunc(ctx, infrav1.GroupVersion.WithKind("TalosMetalCluster"), mgr.GetClient(), &infrav1.TalosMetalCluster{})),
+			predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
 		Build(ctx, r)
 	if err != nil {
 		return fmt.Errorf("failed to set up the talosmetalcluster controller: %w", err)

@@ -27,6 +27,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -89,10 +90,20 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// startProviders runs Cluster API (with its topology reconcilers when topology is set) and
-// Talon's three providers with the boot service on the lab, in proxy mode behind the lab's
-// DHCP server; it returns the stand-in Image Factory they use.
-func startProviders(t *testing.T, env *envtest.Environment, l *metallab.Lab, topology bool) *factorytest.Server {
+// providerOptions say how startProviders runs the providers.
+type providerOptions struct {
+	// topology also runs Cluster API's topology reconcilers.
+	topology bool
+	// noBootService leaves out the boot service: another manager serves the lab's network.
+	noBootService bool
+	// factory is the stand-in Image Factory the providers use; a new one when nil.
+	factory *factorytest.Server
+}
+
+// startProviders runs Cluster API and Talon's three providers on env, with the boot service
+// on the lab in proxy mode behind the lab's DHCP server; it returns the stand-in Image
+// Factory they use.
+func startProviders(t *testing.T, env *envtest.Environment, l *metallab.Lab, opts providerOptions) *factorytest.Server {
 	t.Helper()
 	tftpDir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(tftpDir, bootservice.BootFileUEFIAMD64), []byte("stand-in iPXE for UEFI\n"), 0o600); err != nil {
@@ -100,7 +111,7 @@ func startProviders(t *testing.T, env *envtest.Environment, l *metallab.Lab, top
 	}
 	settings := infrasetup.NewSettings()
 	settings.Metal = metal.Settings{
-		AssetDir: t.TempDir(), BootTimeout: 30 * time.Second, ResetTimeout: time.Minute, BootService: true,
+		AssetDir: t.TempDir(), BootTimeout: 30 * time.Second, ResetTimeout: time.Minute, BootService: !opts.noBootService,
 		RegisterNamespace: l.Namespace,
 		Service: metal.BootServiceOptions{
 			Interface: l.Bridge, ServerIP: l.ServerIP, HTTPAddress: l.ServerIP.String() + ":0", TFTPDir: tftpDir,
@@ -109,10 +120,13 @@ func startProviders(t *testing.T, env *envtest.Environment, l *metallab.Lab, top
 	}
 	rt := runtime.NewSim(t.Context(), envtest.BinDir(), t.TempDir(), logr.Discard())
 	// The v1.14 contract installs from Image Factory installers: a local factory stands in.
-	factory := factorytest.Start(t, "v1.14.1")
+	factory := opts.factory
+	if factory == nil {
+		factory = factorytest.Start(t, "v1.14.1")
+	}
 	env.StartManager(t, envtest.ManagerOptions{
 		CoreReconcilers: true,
-		Topology:        topology,
+		Topology:        opts.topology,
 		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
 			opts := manager.NewOptions()
 			opts.ImageFactoryURL = factory.URL
@@ -124,6 +138,25 @@ func startProviders(t *testing.T, env *envtest.Environment, l *metallab.Lab, top
 		},
 	})
 	return factory
+}
+
+// applyCluster applies the metal template for a cluster "metal" in the lab's namespace with
+// controlPlanes and workers Machines, behind the user's load balancer on the lab's address in
+// front of the lab's DHCP pool .first to .last; it returns the template's variables.
+func applyCluster(t *testing.T, c client.Client, l *metallab.Lab, controlPlanes, workers, first, last int) map[string]string {
+	t.Helper()
+	lb := simtest.NewLoadBalancer(t, l.ServerIP.String(), 6443, 50001)
+	lb.SetBackends(l.Addresses(first, last)...)
+	variables := metallab.BootAssets(t)
+	for k, v := range map[string]string{
+		"CLUSTER_NAME": "metal", "NAMESPACE": l.Namespace, "KUBERNETES_VERSION": simtest.KubernetesVersion,
+		"CONTROL_PLANE_MACHINE_COUNT": strconv.Itoa(controlPlanes), "WORKER_MACHINE_COUNT": strconv.Itoa(workers),
+		"CONTROL_PLANE_ENDPOINT_HOST": l.ServerIP.String(),
+	} {
+		variables[k] = v
+	}
+	metallab.ApplyTemplate(t, c, variables)
+	return variables
 }
 
 // machines returns the cluster's Machines, expecting want, all Running with a Node.
@@ -215,7 +248,7 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 	l.Hosts["worker-2"].BMC.SetIgnorePower(true)
 	metallab.IP(t, "link", "set", l.Hosts["worker-1"].NIC, "down")
 
-	startProviders(t, env, l, false)
+	startProviders(t, env, l, providerOptions{})
 	g.Eventually(func(g Gomega) {
 		list := &infrav1.MetalHostList{}
 		g.Expect(c.List(ctx, list, client.InNamespace(namespace))).To(Succeed())
@@ -225,18 +258,8 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 		}
 	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 
-	// The user's load balancer in front of the hosts' addresses.
-	lb := simtest.NewLoadBalancer(t, l.ServerIP.String(), 6443, 50001)
-	lb.SetBackends(l.Addresses(10, 14)...)
-	variables := metallab.BootAssets(t)
-	for k, v := range map[string]string{
-		"CLUSTER_NAME": "metal", "NAMESPACE": namespace, "KUBERNETES_VERSION": simtest.KubernetesVersion,
-		"CONTROL_PLANE_MACHINE_COUNT": "3", "WORKER_MACHINE_COUNT": "2", "CONTROL_PLANE_ENDPOINT_HOST": l.ServerIP.String(),
-	} {
-		variables[k] = v
-	}
 	start := time.Now()
-	metallab.ApplyTemplate(t, c, variables)
+	variables := applyCluster(t, c, l, 3, 2, 10, 14)
 
 	// The power fault shows on the Machine, naming the host and the problem...
 	message := metalMachineCondition(t, c, namespace, "worker-2", infrav1.PowerStateMismatchReason, 2*time.Minute)
@@ -270,7 +293,7 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 		h := &infrav1.MetalHost{}
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: host}, h)).To(Succeed())
 		g.Expect(h.Status.State).To(Equal(infrav1.MetalHostStateProvisioned))
-		g.Expect(h.Status.ConsumerRef.Name).To(Equal(m.Spec.InfrastructureRef.Name))
+		g.Expect(h.Spec.ConsumerRef.Name).To(Equal(m.Spec.InfrastructureRef.Name))
 		boots := l.Hosts[host].Sim.NetBoots()
 		g.Expect(boots).NotTo(BeEmpty())
 		last := boots[len(boots)-1]
@@ -331,8 +354,8 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 		for _, h := range list.Items {
 			if h.Status.State == infrav1.MetalHostStateAvailable {
 				freed = h.Name
-				g.Expect(h.Status.ConsumerRef).To(BeNil())
-				g.Expect(h.Status.NeedsWipe).To(BeFalse())
+				g.Expect(h.Spec.ConsumerRef).To(BeNil())
+				g.Expect(h.Spec.NeedsWipe).To(BeFalse())
 				g.Expect(h.Status.PowerState).To(Equal("Off"))
 			}
 		}
@@ -381,7 +404,7 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 		h := &infrav1.MetalHost{}
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: stuck}, h)).To(Succeed())
 		g.Expect(h.Status.State).To(Equal(infrav1.MetalHostStateProvisioned))
-		g.Expect(h.Status.ConsumerRef.Name).NotTo(Equal(victim.Spec.InfrastructureRef.Name))
+		g.Expect(h.Spec.ConsumerRef.Name).NotTo(Equal(victim.Spec.InfrastructureRef.Name))
 	}).WithTimeout(4 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	// Wipe boots (more than one if the machine was slow to answer), then an install boot: the
 	// host never booted its old disk (the victim's config) and no wipe boot got a config.

@@ -66,7 +66,7 @@ func TestMetalClusterClass(t *testing.T) {
 	for i, r := range []struct{ name, role string }{{"host-c", "control-plane"}, {"host-a", "worker"}, {"host-b", "worker"}} {
 		l.Register(c, l.AddHost(hostCtx, r.name, i+1, i == 1, ctrl.Log.WithName("sim-host")), r.role)
 	}
-	factory := startProviders(t, env, l, true)
+	factory := startProviders(t, env, l, providerOptions{topology: true})
 	lb := simtest.NewLoadBalancer(t, l.ServerIP.String(), 6443, 50001)
 	lb.SetBackends(l.Addresses(10, 12)...)
 

@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
 
@@ -48,7 +49,7 @@ import (
 )
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=metalhosts;metalhosts/status;metalhosts/finalizers,verbs=get;list;watch;create;update;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="events.k8s.io",resources=events,verbs=create;patch
 
 // hostFinalizer holds a MetalHost until no Machine uses it and it is powered off.
@@ -118,8 +119,8 @@ func (r *HostReconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, o
 	return nil
 }
 
-// hostStatusChanged passes the status changes the reconciler acts on: a claim released, a
-// boot recorded.
+// hostStatusChanged passes the status changes the reconciler acts on: a new state, a boot
+// recorded. (A claim or a wipe record is in spec: it changes the generation.)
 type hostStatusChanged struct{ predicate.Funcs }
 
 // Update implements predicate.Predicate.
@@ -129,8 +130,7 @@ func (hostStatusChanged) Update(e event.UpdateEvent) bool {
 	if !ok1 || !ok2 {
 		return false
 	}
-	return oldHost.Status.State != newHost.Status.State || oldHost.Status.NeedsWipe != newHost.Status.NeedsWipe ||
-		len(oldHost.Status.Boots) != len(newHost.Status.Boots) || (oldHost.Status.ConsumerRef == nil) != (newHost.Status.ConsumerRef == nil) ||
+	return oldHost.Status.State != newHost.Status.State || len(oldHost.Status.Boots) != len(newHost.Status.Boots) ||
 		!newHost.DeletionTimestamp.IsZero()
 }
 
@@ -179,6 +179,9 @@ func (r *HostReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 	if err != nil {
 		return r.bmcFailed(h, err), nil
 	}
+	if err := r.moveCredentials(ctx, h); err != nil {
+		return ctrl.Result{}, err
+	}
 	state, err := bmc.PowerState(ctx)
 	if err != nil {
 		return r.bmcFailed(h, err), nil
@@ -190,19 +193,24 @@ func (r *HostReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 	infra.SetTruef(h, infrav1.BMCReachableCondition, "BMC %s answers; the host is %s", h.Spec.BMC.Address, state)
 	h.Status.PowerState = string(state)
 
+	claimed := h.Spec.ConsumerRef != nil
 	switch h.Status.State {
-	case infrav1.MetalHostStateRegistering, infrav1.MetalHostStateError:
-		if h.Status.ConsumerRef != nil {
-			r.setState(h, infrav1.MetalHostStateProvisioned, "The BMC answers again")
-			return ctrl.Result{}, nil
+	case infrav1.MetalHostStateRegistering, infrav1.MetalHostStateError, infrav1.MetalHostStateProvisioning, infrav1.MetalHostStateProvisioned:
+		if claimed {
+			// A claimed host being registered lost its status (clusterctl move, a restore from a
+			// backup) but not its claim: the TalosMetalMachine that claimed it rebuilds the
+			// state from its own record, without a power action.
+			return ctrl.Result{RequeueAfter: powerRefresh}, nil
 		}
-		if h.Status.NeedsWipe && h.Status.BootAssets == nil {
+		// Unclaimed, it is registered, in Error, or was released by a Machine whose update of
+		// the host's state was lost.
+		if h.Spec.NeedsWipe && h.Status.BootAssets == nil {
 			// Nothing to wipe it with: a person has to (stays in Error, no retry loop).
 			r.setState(h, infrav1.MetalHostStateError, "No boot assets to wipe with")
-			h.Status.LastError = fmt.Sprintf("MetalHost %s needs a wipe but never booted Talos through Talon: wipe its disks and set status.needsWipe to false", h.Name)
+			h.Status.LastError = fmt.Sprintf("MetalHost %s needs a wipe but Talon has no boot assets to wipe it with (it never booted Talos through this boot service): wipe its disks and set spec.needsWipe to false", h.Name)
 			return ctrl.Result{}, nil
 		}
-		if h.Status.NeedsWipe {
+		if h.Spec.NeedsWipe {
 			r.setState(h, infrav1.MetalHostStateDeprovisioning, "The host may hold a previous node's data: wiping it")
 			return ctrl.Result{}, nil
 		}
@@ -216,7 +224,7 @@ func (r *HostReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(h), current); err != nil {
 				return ctrl.Result{}, err
 			}
-			if current.Status.State != infrav1.MetalHostStateAvailable || current.Status.ConsumerRef != nil {
+			if current.Status.State != infrav1.MetalHostStateAvailable || current.Spec.ConsumerRef != nil {
 				return ctrl.Result{}, nil
 			}
 			if err := bmc.PowerOff(ctx); err != nil {
@@ -226,13 +234,35 @@ func (r *HostReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 		}
 		return ctrl.Result{RequeueAfter: powerRefresh}, nil
 	case infrav1.MetalHostStateDeprovisioning:
-		if h.Status.ConsumerRef != nil {
+		if claimed {
 			// Its Machine is resetting it.
 			return ctrl.Result{RequeueAfter: powerRefresh}, nil
 		}
 		return r.wipe(ctx, h, bmc, state)
 	}
 	return ctrl.Result{RequeueAfter: powerRefresh}, nil
+}
+
+// moveCredentials labels h's BMC credentials Secret for clusterctl move, which then moves it
+// with the MetalHosts (their CRD carries the same label): a host moved to another management
+// cluster keeps its credentials.
+func (r *HostReconciler) moveCredentials(ctx context.Context, h *infrav1.MetalHost) error {
+	secret := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: h.Spec.BMC.CredentialsName}, secret); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if _, ok := secret.Labels[clusterctlv1.ClusterctlMoveLabel]; ok {
+		return nil
+	}
+	patch := client.MergeFrom(secret.DeepCopy())
+	if secret.Labels == nil {
+		secret.Labels = map[string]string{}
+	}
+	secret.Labels[clusterctlv1.ClusterctlMoveLabel] = ""
+	if err := r.Client.Patch(ctx, secret, patch); err != nil {
+		return fmt.Errorf("failed to label BMC credentials Secret %s for clusterctl move: %w", secret.Name, err)
+	}
+	return nil
 }
 
 // bmcOf returns the power.Controller of h's BMC, with the credentials of its Secret.
@@ -296,7 +326,7 @@ func (r *HostReconciler) setState(h *infrav1.MetalHost, state infrav1.MetalHostS
 // wipe network-boots h into Talos with talos.experimental.wipe=system and marks it
 // Available once Talos answers in maintenance mode, then powers it off.
 func (r *HostReconciler) wipe(ctx context.Context, h *infrav1.MetalHost, bmc power.Controller, state power.State) (ctrl.Result, error) {
-	if !h.Status.NeedsWipe {
+	if !h.Spec.NeedsWipe {
 		r.setState(h, infrav1.MetalHostStateAvailable, "The host was reset")
 		return ctrl.Result{}, nil
 	}
@@ -311,7 +341,7 @@ func (r *HostReconciler) wipe(ctx context.Context, h *infrav1.MetalHost, bmc pow
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(h), current); err != nil {
 			return ctrl.Result{}, err
 		}
-		if current.Status.State != infrav1.MetalHostStateDeprovisioning || !current.Status.NeedsWipe || current.Status.ConsumerRef != nil {
+		if current.Status.State != infrav1.MetalHostStateDeprovisioning || !current.Spec.NeedsWipe || current.Spec.ConsumerRef != nil {
 			return ctrl.Result{RequeueAfter: infra.Converging}, nil
 		}
 		if later := current.Status.WipeRequested; later != nil && (requested == nil || requested.Before(later)) {
@@ -345,7 +375,7 @@ func (r *HostReconciler) wipe(ctx context.Context, h *infrav1.MetalHost, bmc pow
 			return r.bmcFailed(h, err), nil
 		}
 	}
-	h.Status.NeedsWipe = false
+	h.Spec.NeedsWipe = false
 	h.Status.WipeRequested = nil
 	h.Status.LastError = ""
 	r.setState(h, infrav1.MetalHostStateAvailable, "The host was wiped")
@@ -355,8 +385,13 @@ func (r *HostReconciler) wipe(ctx context.Context, h *infrav1.MetalHost, bmc pow
 // reconcileDelete lets a MetalHost go once no Machine uses it, powered off when its BMC
 // answers: a host without a working BMC (or credentials Secret) goes as it is.
 func (r *HostReconciler) reconcileDelete(ctx context.Context, h *infrav1.MetalHost) (ctrl.Result, error) {
-	if h.Status.ConsumerRef != nil {
-		h.Status.LastError = fmt.Sprintf("MetalHost %s is used by TalosMetalMachine %s: delete its Machine first", h.Name, h.Status.ConsumerRef.Name)
+	if _, moving := h.Annotations[clusterctlv1.DeleteForMoveAnnotation]; moving {
+		// clusterctl move created the host in another management cluster, which runs it now.
+		controllerutil.RemoveFinalizer(h, hostFinalizer)
+		return ctrl.Result{}, nil
+	}
+	if h.Spec.ConsumerRef != nil {
+		h.Status.LastError = fmt.Sprintf("MetalHost %s is used by TalosMetalMachine %s: delete its Machine first", h.Name, h.Spec.ConsumerRef.Name)
 		return ctrl.Result{RequeueAfter: powerRefresh}, nil
 	}
 	var err error

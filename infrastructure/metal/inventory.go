@@ -125,14 +125,14 @@ func (i *Inventory) Lookup(ctx context.Context, mac net.HardwareAddr) (*bootserv
 		host.Kernel, host.Initramfs = h.Status.BootAssets.Kernel, h.Status.BootAssets.Initramfs
 	}
 	switch {
-	case h.Status.State == infrav1.MetalHostStateProvisioning && h.Status.ConsumerRef != nil:
+	case h.Status.State == infrav1.MetalHostStateProvisioning && h.Spec.ConsumerRef != nil:
 		m := &infrav1.TalosMetalMachine{}
-		if err := i.Client.Get(ctx, types.NamespacedName{Namespace: h.Namespace, Name: h.Status.ConsumerRef.Name}, m); err != nil {
+		if err := i.Client.Get(ctx, types.NamespacedName{Namespace: h.Namespace, Name: h.Spec.ConsumerRef.Name}, m); err != nil {
 			return nil, fmt.Errorf("failed to read the TalosMetalMachine of MetalHost %s: %w", host.Name, err)
 		}
 		host.Action = bootservice.BootActionInstall
 		host.KernelArgs = m.Spec.ExtraKernelArgs
-	case h.Status.State == infrav1.MetalHostStateDeprovisioning && h.Status.NeedsWipe && h.Status.ConsumerRef == nil:
+	case h.Status.State == infrav1.MetalHostStateDeprovisioning && h.Spec.NeedsWipe && h.Spec.ConsumerRef == nil:
 		// Released for a wipe: whatever made it boot, it is wiped (never its old disk).
 		host.Action = bootservice.BootActionWipe
 	}
@@ -147,11 +147,11 @@ func (i *Inventory) BootstrapData(ctx context.Context, host types.NamespacedName
 	if err := i.reader().Get(ctx, host, h); err != nil {
 		return nil, err
 	}
-	if h.Status.ConsumerRef == nil {
+	if h.Spec.ConsumerRef == nil {
 		return nil, fmt.Errorf("MetalHost %s is not claimed", host)
 	}
 	m := &infrav1.TalosMetalMachine{}
-	if err := i.Client.Get(ctx, types.NamespacedName{Namespace: h.Namespace, Name: h.Status.ConsumerRef.Name}, m); err != nil {
+	if err := i.Client.Get(ctx, types.NamespacedName{Namespace: h.Namespace, Name: h.Spec.ConsumerRef.Name}, m); err != nil {
 		return nil, err
 	}
 	machine, err := util.GetOwnerMachine(ctx, i.Client, m.ObjectMeta)

@@ -92,9 +92,11 @@ func TestBootActionFollowsTheAPIServer(t *testing.T) {
 	setStatus := func(state infrav1.MetalHostState, consumer *corev1.ObjectReference, needsWipe bool) {
 		t.Helper()
 		before := host.DeepCopy()
+		host.Spec.ConsumerRef = consumer
+		host.Spec.NeedsWipe = needsWipe
+		g.Expect(c.Patch(ctx, host, client.MergeFrom(before))).To(Succeed())
+		before = host.DeepCopy()
 		host.Status.State = state
-		host.Status.ConsumerRef = consumer
-		host.Status.NeedsWipe = needsWipe
 		host.Status.BootAssets = &infrav1.HostBootAssets{Kernel: "kernel-1", Initramfs: "initramfs-1"}
 		g.Expect(c.Status().Patch(ctx, host, client.MergeFrom(before))).To(Succeed())
 	}

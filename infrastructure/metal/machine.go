@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -155,8 +156,8 @@ func (r *MachineReconciler) hostToMachines(ctx context.Context, o client.Object)
 	if !ok {
 		return nil
 	}
-	if h.Status.ConsumerRef != nil {
-		return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: h.Namespace, Name: h.Status.ConsumerRef.Name}}}
+	if h.Spec.ConsumerRef != nil {
+		return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: h.Namespace, Name: h.Spec.ConsumerRef.Name}}}
 	}
 	if h.Status.State != infrav1.MetalHostStateAvailable {
 		return nil
@@ -187,10 +188,10 @@ func (r *MachineReconciler) nodeToMachine(namespace string) handler.MapFunc {
 		}
 		if host, found := strings.CutPrefix(node.Spec.ProviderID, ProviderIDPrefix+namespace+"/"); found {
 			h := &infrav1.MetalHost{}
-			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: host}, h); err != nil || h.Status.ConsumerRef == nil {
+			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: host}, h); err != nil || h.Spec.ConsumerRef == nil {
 				return nil
 			}
-			return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: namespace, Name: h.Status.ConsumerRef.Name}}}
+			return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: namespace, Name: h.Spec.ConsumerRef.Name}}}
 		}
 		if node.Spec.ProviderID != "" {
 			return nil
@@ -211,6 +212,10 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
+	}
+	if _, moving := m.Annotations[clusterctlv1.DeleteForMoveAnnotation]; moving {
+		// clusterctl move created it in another management cluster, which runs its host now.
+		return ctrl.Result{}, nil
 	}
 	machine, err := util.GetOwnerMachine(ctx, r.Client, m.ObjectMeta)
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -267,7 +272,7 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, cluster *cluste
 	if h == nil && m.Spec.ProviderID != "" {
 		// Provisioned once: never install another server under the same Machine.
 		infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.ConflictReason,
-			"No MetalHost lists TalosMetalMachine %s as its consumer although its node is %s: restore the MetalHost's status or delete the Machine", m.Name, m.Spec.ProviderID)
+			"No MetalHost names TalosMetalMachine %s in spec.consumerRef although its node is %s: restore the MetalHost (with its consumerRef) or delete the Machine", m.Name, m.Spec.ProviderID)
 		return ctrl.Result{RequeueAfter: infra.RetryConflict}, nil
 	}
 	claimed := false
@@ -284,28 +289,42 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, cluster *cluste
 	log := ctrl.LoggerFrom(ctx).WithValues("MetalHost", klog.KObj(h))
 	ctx = ctrl.LoggerInto(ctx, log)
 
+	if err := r.restoreState(ctx, m, h); err != nil {
+		return ctrl.Result{}, err
+	}
 	if h.Status.State == infrav1.MetalHostStateProvisioning {
 		if result, done, err := r.provision(ctx, machine, m, h, claimed); err != nil || !done {
 			return result, err
 		}
 	}
-	address := ""
-	if boot := lastBoot(h, infrav1.BootActionInstall, time.Time{}); boot != nil {
-		address = boot.Address
-	} else if len(m.Status.Addresses) > 0 {
-		address = m.Status.Addresses[0].Address
+	if h.Status.BootAssets == nil {
+		// Moved or restored: this manager's boot service wipes the host one day, with the
+		// assets it installed from.
+		if err := r.recordBootAssets(ctx, machine, m, h); err != nil {
+			log.Info("Cannot record the boot assets of the host yet", "reason", err.Error())
+		}
+	}
+	address := installedAddress(h, m)
+	if address == "" {
+		address = r.nodeAddress(ctx, cluster, ProviderID(h.Namespace, h.Name))
 	}
 	infra.SetTruef(m, infrav1.HostProvisionedCondition, "MetalHost %s booted Talos at %s", h.Name, address)
 	m.Spec.ProviderID = ProviderID(h.Namespace, h.Name)
-	m.Status.Addresses = []clusterv1.MachineAddress{{Type: clusterv1.MachineInternalIP, Address: address}}
+	m.Status.Addresses = nil
+	if address != "" {
+		m.Status.Addresses = []clusterv1.MachineAddress{{Type: clusterv1.MachineInternalIP, Address: address}}
+	}
 	m.Status.FailureDomain = machine.Spec.FailureDomain
 	m.Status.Initialization.Provisioned = ptr.To(true)
 	return r.linker.Link(ctx, cluster, m, "", address, m.Spec.ProviderID)
 }
 
 // host returns the MetalHost m claimed, nil when it has none: by status.host (read from the
-// API server, which the cache may lag behind), or, after a claim whose status update was
-// lost, by the host's consumerRef.
+// API server, which the cache may lag behind), or else by the claim in the hosts' spec. A
+// claim naming m but not its UID was carried by clusterctl move (which gives every object a
+// new UID) or a restore from a backup: it is m's, and is updated to m's UID, when m's node
+// runs on that host or the host lost its status with m (so it cannot be running another
+// Machine's node).
 func (r *MachineReconciler) host(ctx context.Context, m *infrav1.TalosMetalMachine) (*infrav1.MetalHost, error) {
 	if m.Status.Host != "" {
 		h := &infrav1.MetalHost{}
@@ -313,7 +332,7 @@ func (r *MachineReconciler) host(ctx context.Context, m *infrav1.TalosMetalMachi
 		if err != nil && !apierrors.IsNotFound(err) {
 			return nil, err
 		}
-		if err == nil && h.Status.ConsumerRef != nil && h.Status.ConsumerRef.UID == m.UID {
+		if err == nil && h.Spec.ConsumerRef != nil && h.Spec.ConsumerRef.UID == m.UID {
 			return h, nil
 		}
 	}
@@ -323,11 +342,85 @@ func (r *MachineReconciler) host(ctx context.Context, m *infrav1.TalosMetalMachi
 	}
 	for i := range hosts.Items {
 		h := &hosts.Items[i]
-		if ref := h.Status.ConsumerRef; ref != nil && ref.Name == m.Name && ref.UID == m.UID {
+		ref := h.Spec.ConsumerRef
+		if ref == nil || ref.Kind != "TalosMetalMachine" || ref.Name != m.Name {
+			continue
+		}
+		if ref.UID == m.UID {
 			return h, nil
 		}
+		runsNode := m.Spec.ProviderID == ProviderID(h.Namespace, h.Name)
+		statusLost := h.Status.State == "" || h.Status.State == infrav1.MetalHostStateRegistering
+		if !runsNode && (m.Spec.ProviderID != "" || !statusLost) {
+			continue
+		}
+		before := h.DeepCopy()
+		h.Spec.ConsumerRef = hostConsumerRef(m)
+		if err := r.Client.Patch(ctx, h, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return nil, fmt.Errorf("failed to carry the claim of MetalHost %s over to TalosMetalMachine %s: %w", h.Name, m.Name, err)
+		}
+		ctrl.LoggerFrom(ctx).Info("Carried over the claim of a moved or restored MetalHost", "MetalHost", h.Name, "runsNode", runsNode)
+		return h, nil
 	}
 	return nil, nil
+}
+
+// restoreState gives h, claimed by m, its state again when its status does not hold one of a
+// claimed host (clusterctl move, a restore from a backup, a claim whose status update
+// failed): Provisioned when m's node runs on it, so that it is never booted again, else
+// Provisioning.
+func (r *MachineReconciler) restoreState(ctx context.Context, m *infrav1.TalosMetalMachine, h *infrav1.MetalHost) error {
+	switch h.Status.State {
+	case infrav1.MetalHostStateProvisioning, infrav1.MetalHostStateProvisioned, infrav1.MetalHostStateDeprovisioning:
+		return nil
+	}
+	before := h.DeepCopy()
+	h.Status.State = infrav1.MetalHostStateProvisioning
+	if m.Spec.ProviderID == ProviderID(h.Namespace, h.Name) {
+		h.Status.State = infrav1.MetalHostStateProvisioned
+	}
+	if err := r.Client.Status().Patch(ctx, h, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("failed to restore the state of MetalHost %s: %w", h.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Restored the state of the MetalHost from its claim", "from", before.Status.State, "to", h.Status.State)
+	return nil
+}
+
+// installedAddress is the address h's node was installed at, as far as Talon's own records
+// tell: its last install boot, else m's status.
+func installedAddress(h *infrav1.MetalHost, m *infrav1.TalosMetalMachine) string {
+	if boot := lastBoot(h, infrav1.BootActionInstall, time.Time{}); boot != nil {
+		return boot.Address
+	}
+	if len(m.Status.Addresses) > 0 {
+		return m.Status.Addresses[0].Address
+	}
+	return ""
+}
+
+// nodeAddress is the InternalIP of the workload Node with providerID, "" while there is no
+// such Node or the workload cluster cannot be read: the address of a node whose host
+// records were moved or restored without it.
+func (r *MachineReconciler) nodeAddress(ctx context.Context, cluster *clusterv1.Cluster, providerID string) string {
+	workload, err := r.ClusterCache.GetClient(ctx, client.ObjectKeyFromObject(cluster))
+	if err != nil {
+		return ""
+	}
+	nodes := &corev1.NodeList{}
+	if err := workload.List(ctx, nodes); err != nil {
+		return ""
+	}
+	for _, n := range nodes.Items {
+		if n.Spec.ProviderID != providerID {
+			continue
+		}
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				return a.Address
+			}
+		}
+	}
+	return ""
 }
 
 // claim takes an Available MetalHost matching m's selector for m. The claim is an update of
@@ -349,19 +442,17 @@ func (r *MachineReconciler) claim(ctx context.Context, m *infrav1.TalosMetalMach
 	for i := range hosts.Items {
 		h := &hosts.Items[i]
 		states[h.Status.State]++
-		if h.Status.State != infrav1.MetalHostStateAvailable || h.Status.ConsumerRef != nil || h.Status.NeedsWipe || !h.DeletionTimestamp.IsZero() {
+		if h.Status.State != infrav1.MetalHostStateAvailable || h.Spec.ConsumerRef != nil || h.Spec.NeedsWipe || !h.DeletionTimestamp.IsZero() {
 			continue
 		}
 		before := h.DeepCopy()
-		h.Status.ConsumerRef = hostConsumerRef(m)
-		h.Status.State = infrav1.MetalHostStateProvisioning
-		h.Status.LastError = ""
-		err := r.Client.Status().Patch(ctx, h, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		h.Spec.ConsumerRef = hostConsumerRef(m)
+		err := r.Client.Patch(ctx, h, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 		if apierrors.IsConflict(err) {
 			// Changed since the cache saw it: perhaps claimed by this very Machine already.
 			current := &infrav1.MetalHost{}
 			if getErr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(h), current); getErr == nil &&
-				current.Status.ConsumerRef != nil && current.Status.ConsumerRef.UID == m.UID {
+				current.Spec.ConsumerRef != nil && current.Spec.ConsumerRef.UID == m.UID {
 				return current, false, nil
 			}
 			continue
@@ -373,6 +464,13 @@ func (r *MachineReconciler) claim(ctx context.Context, m *infrav1.TalosMetalMach
 			return nil, false, fmt.Errorf("failed to claim MetalHost %s: %w", h.Name, err)
 		}
 		ctrl.LoggerFrom(ctx).Info("Claimed MetalHost", "MetalHost", h.Name)
+		// The claim is recorded; should this update fail, the next reconcile restores the state.
+		before = h.DeepCopy()
+		h.Status.State = infrav1.MetalHostStateProvisioning
+		h.Status.LastError = ""
+		if err := r.Client.Status().Patch(ctx, h, client.MergeFrom(before)); err != nil {
+			return nil, false, fmt.Errorf("failed to mark the claimed MetalHost %s Provisioning: %w", h.Name, err)
+		}
 		m.Status.LastBootRequest = nil
 		return h, true, nil
 	}
@@ -425,25 +523,40 @@ func (r *MachineReconciler) bootAssetsOf(ctx context.Context, machine *clusterv1
 // bootstrapGroup is the API group of Talon's bootstrap provider.
 const bootstrapGroup = "bootstrap.cluster.x-k8s.io"
 
-// provision boots the claimed host until it fetched its config; done says it did.
-func (r *MachineReconciler) provision(ctx context.Context, machine *clusterv1.Machine, m *infrav1.TalosMetalMachine, h *infrav1.MetalHost, claimed bool) (_ ctrl.Result, done bool, _ error) {
-	log := ctrl.LoggerFrom(ctx)
+// noBootAssetsError says why the boot assets of a Machine cannot be had now.
+type noBootAssetsError struct{ error }
+
+// recordBootAssets fetches m's boot assets into the boot service's cache and records them on
+// h, which boots them to install and to be wiped. A noBootAssetsError says why they cannot
+// be had now.
+func (r *MachineReconciler) recordBootAssets(ctx context.Context, machine *clusterv1.Machine, m *infrav1.TalosMetalMachine, h *infrav1.MetalHost) error {
 	bootAssets, err := r.bootAssetsOf(ctx, machine, m)
 	if err != nil {
-		infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.BootAssetsUnavailableReason, "MetalHost %s cannot boot: %v", h.Name, err)
-		return ctrl.Result{RequeueAfter: infra.RetryConflict}, false, nil
+		return noBootAssetsError{err}
 	}
 	assets, err := r.Assets.Ensure(ctx, bootAssets, h.Spec.Architecture)
 	if err != nil {
+		return noBootAssetsError{err}
+	}
+	if h.Status.BootAssets != nil && *h.Status.BootAssets == assets {
+		return nil
+	}
+	before := h.DeepCopy()
+	h.Status.BootAssets = &assets
+	if err := r.Client.Status().Patch(ctx, h, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("failed to record the boot assets of MetalHost %s: %w", h.Name, err)
+	}
+	return nil
+}
+
+// provision boots the claimed host until it fetched its config; done says it did.
+func (r *MachineReconciler) provision(ctx context.Context, machine *clusterv1.Machine, m *infrav1.TalosMetalMachine, h *infrav1.MetalHost, claimed bool) (_ ctrl.Result, done bool, _ error) {
+	log := ctrl.LoggerFrom(ctx)
+	if err := r.recordBootAssets(ctx, machine, m, h); errors.As(err, new(noBootAssetsError)) {
 		infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.BootAssetsUnavailableReason, "MetalHost %s cannot boot: %v", h.Name, err)
 		return ctrl.Result{RequeueAfter: infra.RetryConflict}, false, nil
-	}
-	if h.Status.BootAssets == nil || *h.Status.BootAssets != assets {
-		before := h.DeepCopy()
-		h.Status.BootAssets = &assets
-		if err := r.Client.Status().Patch(ctx, h, client.MergeFrom(before)); err != nil {
-			return ctrl.Result{}, false, fmt.Errorf("failed to record the boot assets of MetalHost %s: %w", h.Name, err)
-		}
+	} else if err != nil {
+		return ctrl.Result{}, false, err
 	}
 	requested := m.Status.LastBootRequest
 	if requested != nil {
@@ -539,7 +652,11 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, cluster *cluste
 	}
 	infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.DeletingReason, "Releasing MetalHost %s", h.Name)
 	log := ctrl.LoggerFrom(ctx).WithValues("MetalHost", klog.KObj(h))
-	before := h.DeepCopy()
+	// Deleted before the host's lost state was restored: never release a node's host as if it
+	// had never booted.
+	if err := r.restoreState(ctx, m, h); err != nil {
+		return ctrl.Result{}, err
+	}
 	deleting := time.Since(m.DeletionTimestamp.Time)
 	bmc, bmcErr := bmcOf(ctx, r.Client, r.BMC, h)
 	state := power.StateUnknown
@@ -554,26 +671,15 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, cluster *cluste
 		// Do not hold the Machine (and its cluster's remediation) hostage to a dead BMC: the
 		// host is released for a wipe, which waits for its BMC.
 		log.Info("The BMC still fails; releasing the host for a wipe without powering it off", "reason", bmcProblem(h, bmcErr))
-		h.Status.ConsumerRef = nil
-		h.Status.NeedsWipe = true
-		h.Status.WipeRequested = nil
-		h.Status.State = infrav1.MetalHostStateDeprovisioning
-		if err := r.Client.Status().Patch(ctx, h, client.MergeFrom(before)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("failed to release MetalHost %s: %w", h.Name, err)
+		if err := r.release(ctx, h, true); err != nil {
+			return ctrl.Result{}, err
 		}
 		controllerutil.RemoveFinalizer(m, machineFinalizer)
 		return ctrl.Result{}, nil
 	}
 	release := func(needsWipe bool) (ctrl.Result, error) {
-		h.Status.ConsumerRef = nil
-		h.Status.NeedsWipe = needsWipe
-		h.Status.WipeRequested = nil
-		h.Status.State = infrav1.MetalHostStateAvailable
-		if needsWipe {
-			h.Status.State = infrav1.MetalHostStateDeprovisioning
-		}
-		if err := r.Client.Status().Patch(ctx, h, client.MergeFrom(before)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("failed to release MetalHost %s: %w", h.Name, err)
+		if err := r.release(ctx, h, needsWipe); err != nil {
+			return ctrl.Result{}, err
 		}
 		log.Info("Released MetalHost", "needsWipe", needsWipe)
 		controllerutil.RemoveFinalizer(m, machineFinalizer)
@@ -601,13 +707,14 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, cluster *cluste
 		}
 		return release(h.Status.State == infrav1.MetalHostStateProvisioned || lastBoot(h, infrav1.BootActionInstall, time.Time{}) != nil)
 	}
-	if err := r.reset(ctx, cluster, h); err != nil {
+	if err := r.reset(ctx, cluster, installedAddress(h, m)); err != nil {
 		log.Info("Cannot reset the node through the Talos API; powering it off for a wipe", "reason", err.Error())
 		if err := bmc.PowerOff(ctx); err != nil {
 			return releaseFailed(m, h, err), nil
 		}
 		return release(true)
 	}
+	before := h.DeepCopy()
 	h.Status.State = infrav1.MetalHostStateDeprovisioning
 	if err := r.Client.Status().Patch(ctx, h, client.MergeFrom(before)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to mark MetalHost %s Deprovisioning: %w", h.Name, err)
@@ -622,17 +729,39 @@ func releaseFailed(m *infrav1.TalosMetalMachine, h *infrav1.MetalHost, err error
 	return ctrl.Result{RequeueAfter: bmcRetry}
 }
 
-// reset asks the node on h to wipe itself (a control-plane node leaves etcd first) and power off.
-func (r *MachineReconciler) reset(ctx context.Context, cluster *clusterv1.Cluster, h *infrav1.MetalHost) error {
-	boot := lastBoot(h, infrav1.BootActionInstall, time.Time{})
-	if boot == nil {
+// release gives h back to the inventory: first the record in its spec (no claim; whether it
+// needs a wipe), then its state, which the MetalHost reconciler also derives from that record
+// should this second update fail.
+func (r *MachineReconciler) release(ctx context.Context, h *infrav1.MetalHost, needsWipe bool) error {
+	before := h.DeepCopy()
+	h.Spec.ConsumerRef = nil
+	h.Spec.NeedsWipe = needsWipe
+	if err := r.Client.Patch(ctx, h, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("failed to release MetalHost %s: %w", h.Name, err)
+	}
+	before = h.DeepCopy()
+	h.Status.WipeRequested = nil
+	h.Status.State = infrav1.MetalHostStateAvailable
+	if needsWipe {
+		h.Status.State = infrav1.MetalHostStateDeprovisioning
+	}
+	if err := r.Client.Status().Patch(ctx, h, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("failed to update the state of the released MetalHost %s: %w", h.Name, err)
+	}
+	return nil
+}
+
+// reset asks the node at address to wipe itself (a control-plane node leaves etcd first) and
+// power off.
+func (r *MachineReconciler) reset(ctx context.Context, cluster *clusterv1.Cluster, address string) error {
+	if address == "" {
 		return errors.New("no address")
 	}
 	bundle, err := clustersecrets.Get(ctx, r.Client, cluster)
 	if err != nil {
 		return err
 	}
-	c, err := r.TalosClients.New(ctx, bundle, boot.Address)
+	c, err := r.TalosClients.New(ctx, bundle, address)
 	if err != nil {
 		return err
 	}
@@ -652,15 +781,8 @@ func (r *MachineReconciler) deleteOrphan(ctx context.Context, m *infrav1.TalosMe
 		if bmc, err := bmcOf(ctx, r.Client, r.BMC, h); err == nil {
 			_ = bmc.PowerOff(ctx)
 		}
-		before := h.DeepCopy()
-		installed := lastBoot(h, infrav1.BootActionInstall, time.Time{}) != nil
-		h.Status.ConsumerRef = nil
-		h.Status.NeedsWipe = installed
-		h.Status.State = infrav1.MetalHostStateAvailable
-		if installed {
-			h.Status.State = infrav1.MetalHostStateDeprovisioning
-		}
-		if err := r.Client.Status().Patch(ctx, h, client.MergeFrom(before)); err != nil {
+		installed := h.Status.State == infrav1.MetalHostStateProvisioned || lastBoot(h, infrav1.BootActionInstall, time.Time{}) != nil
+		if err := r.release(ctx, h, installed); err != nil {
 			return ctrl.Result{}, err
 		}
 	}

@@ -170,7 +170,7 @@ func TestMetalBootServiceAsPods(t *testing.T) {
 		g.Expect(m.c.List(ctx, list, client.InNamespace(namespace))).To(Succeed())
 		for _, h := range list.Items {
 			g.Expect(h.Status.State).To(Equal(infrav1.MetalHostStateAvailable), "MetalHost %s", h.Name)
-			g.Expect(h.Status.ConsumerRef).To(BeNil(), "MetalHost %s", h.Name)
+			g.Expect(h.Spec.ConsumerRef).To(BeNil(), "MetalHost %s", h.Name)
 		}
 	}).WithTimeout(4 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 	t.Logf("Deleted in %s", time.Since(start).Round(time.Second))

@@ -35,6 +35,7 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 
 	bootstrapv1alpha3 "github.com/talon-capi/talon/api/bootstrap/v1alpha3"
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
@@ -44,7 +45,7 @@ import (
 )
 
 // Environment is a running management plane: etcd and kube-apiserver with Cluster API's and
-// Talon's CRDs installed.
+// Talon's CRDs, and clusterctl's provider inventory, installed.
 type Environment struct {
 	// Config reaches the API server as a cluster administrator.
 	Config *rest.Config
@@ -84,6 +85,10 @@ func Start() (*Environment, error) {
 	if err != nil {
 		return nil, err
 	}
+	clusterctlCRDs, err := ClusterctlCRDDir()
+	if err != nil {
+		return nil, err
+	}
 	talonCRDs, err := TalonCRDs()
 	if err != nil {
 		return nil, err
@@ -97,7 +102,7 @@ func Start() (*Environment, error) {
 		Scheme:                scheme,
 		BinaryAssetsDirectory: BinDir(),
 		ErrorIfCRDPathMissing: true,
-		CRDDirectoryPaths:     []string{capiCRDs},
+		CRDDirectoryPaths:     []string{capiCRDs, clusterctlCRDs},
 		CRDs:                  talonCRDs,
 		CRDInstallOptions:     envtest.CRDInstallOptions{Scheme: scheme},
 		WebhookInstallOptions: envtest.WebhookInstallOptions{ValidatingWebhooks: validating, MutatingWebhooks: mutating},
@@ -116,6 +121,28 @@ func Start() (*Environment, error) {
 // Stop stops kube-apiserver and etcd and removes their data.
 func (e *Environment) Stop() error {
 	return e.env.Stop()
+}
+
+// LabelCRDsAsClusterctl labels every CRD as clusterctl init labels the CRDs it installs
+// (clusterctl.cluster.x-k8s.io), for clusterctl commands that find the kinds they act on by
+// that label, such as clusterctl move.
+func (e *Environment) LabelCRDsAsClusterctl(ctx context.Context) error {
+	crds := &apiextensionsv1.CustomResourceDefinitionList{}
+	if err := e.Client.List(ctx, crds); err != nil {
+		return fmt.Errorf("failed to list the CRDs: %w", err)
+	}
+	for i := range crds.Items {
+		crd := &crds.Items[i]
+		patch := client.MergeFrom(crd.DeepCopy())
+		if crd.Labels == nil {
+			crd.Labels = map[string]string{}
+		}
+		crd.Labels[clusterctlv1.ClusterctlLabel] = ""
+		if err := e.Client.Patch(ctx, crd, patch); err != nil {
+			return fmt.Errorf("failed to label CRD %s: %w", crd.Name, err)
+		}
+	}
+	return nil
 }
 
 // AdminKubeconfig returns a kubeconfig for a new cluster administrator, for programs that

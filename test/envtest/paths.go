@@ -86,11 +86,22 @@ func ModuleDir(module string) (string, error) {
 
 // CAPICRDDir returns the directory of Cluster API's core CRDs inside its module.
 func CAPICRDDir() (string, error) {
+	return capiModulePath("core", "config", "crd", "bases")
+}
+
+// ClusterctlCRDDir returns the directory of clusterctl's provider inventory CRD inside Cluster
+// API's module: clusterctl init installs it, and clusterctl move reads it on both planes.
+func ClusterctlCRDDir() (string, error) {
+	return capiModulePath("cmd", "clusterctl", "config", "manifest")
+}
+
+// capiModulePath returns the path elem inside Cluster API's module.
+func capiModulePath(elem ...string) (string, error) {
 	dir, err := ModuleDir("sigs.k8s.io/cluster-api")
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(dir, "core", "config", "crd", "bases"), nil
+	return filepath.Join(append([]string{dir}, elem...)...), nil
 }
 
 // Kustomize renders a kustomization directory (relative to the repository root) with the

@@ -57,6 +57,20 @@ type MetalHostSpec struct {
 	// +kubebuilder:validation:MaxLength=256
 	// +kubebuilder:validation:Pattern=`^/dev/[A-Za-z0-9/_.:-]+$`
 	InstallDisk string `json:"installDisk,omitempty"`
+
+	// consumerRef is the TalosMetalMachine that claimed the host. Talon sets it when a
+	// Machine claims the host and clears it once the Machine released the host; do not set
+	// it by hand. It lives in spec, not status, so that clusterctl move and a restore from a
+	// backup keep the claim: Talon never re-provisions or powers off a claimed host because
+	// its status was lost, it rebuilds the status from the claim.
+	// +optional
+	ConsumerRef *corev1.ObjectReference `json:"consumerRef,omitempty"`
+
+	// needsWipe is true while the host may hold a previous node's data (it was released or
+	// powered off without a Talos reset): it becomes Available only after Talon wiped it. Talon
+	// sets and clears it; clear it by hand only after wiping the host's disks yourself.
+	// +optional
+	NeedsWipe bool `json:"needsWipe,omitempty"`
 }
 
 // BMCSpec is the address and credentials of a host's baseboard management controller.
@@ -183,18 +197,9 @@ type MetalHostStatus struct {
 	// +optional
 	State MetalHostState `json:"state,omitempty"`
 
-	// consumerRef is the TalosMetalMachine that claimed the host.
-	// +optional
-	ConsumerRef *corev1.ObjectReference `json:"consumerRef,omitempty"`
-
 	// powerState is the power state the BMC last reported: On, Off or Unknown.
 	// +optional
 	PowerState string `json:"powerState,omitempty"`
-
-	// needsWipe is true while the host may hold a previous node's data (it was powered off
-	// without a Talos reset): it becomes Available only after Talon wiped it.
-	// +optional
-	NeedsWipe bool `json:"needsWipe,omitempty"`
 
 	// lastError is the last problem with the host, e.g. an unreachable BMC; empty once it is
 	// solved.
@@ -234,7 +239,7 @@ type MetalHostStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="State",type="string",JSONPath=".status.state",description="Lifecycle state of the host"
 // +kubebuilder:printcolumn:name="Power",type="string",JSONPath=".status.powerState",description="Power state the BMC reports"
-// +kubebuilder:printcolumn:name="Consumer",type="string",JSONPath=".status.consumerRef.name",description="TalosMetalMachine that claimed the host"
+// +kubebuilder:printcolumn:name="Consumer",type="string",JSONPath=".spec.consumerRef.name",description="TalosMetalMachine that claimed the host"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp",description="Time since creation"
 
 // MetalHost is one bare-metal server in Talon's inventory, claimed by TalosMetalMachines.
