@@ -169,6 +169,7 @@ func (r *HostReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 	if h.DeletionTimestamp.IsZero() {
 		controllerutil.AddFinalizer(h, hostFinalizer)
 	}
+	migrateRecords(h)
 	if h.Status.State == "" {
 		r.setState(h, infrav1.MetalHostStateRegistering, "Checking the BMC")
 	}
@@ -180,7 +181,8 @@ func (r *HostReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 		return r.bmcFailed(h, err), nil
 	}
 	if err := r.moveCredentials(ctx, h); err != nil {
-		return ctrl.Result{}, err
+		// Not fatal to the host's lifecycle: it stays reachable, only a move would lose it.
+		ctrl.LoggerFrom(ctx).Error(err, "The BMC credentials will not move with the host")
 	}
 	state, err := bmc.PowerState(ctx)
 	if err != nil {
@@ -203,7 +205,27 @@ func (r *HostReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 			return ctrl.Result{RequeueAfter: powerRefresh}, nil
 		}
 		// Unclaimed, it is registered, in Error, or was released by a Machine whose update of
-		// the host's state was lost.
+		// the host's state is not written yet or was lost: read again where the cache may lag
+		// behind a new claim.
+		if h.Status.State == infrav1.MetalHostStateProvisioning || h.Status.State == infrav1.MetalHostStateProvisioned {
+			current := &infrav1.MetalHost{}
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(h), current); err != nil {
+				return ctrl.Result{}, err
+			}
+			if current.Spec.ConsumerRef != nil || current.Status.State != h.Status.State {
+				return ctrl.Result{RequeueAfter: infra.Converging}, nil
+			}
+		}
+		if h.Status.State == infrav1.MetalHostStateProvisioned && !h.Spec.NeedsWipe {
+			// A Machine never releases a host it provisioned without a reset (which goes
+			// through Deprovisioning) or a wipe: the claim was lost (the MetalHost replaced or
+			// applied without it), and the host may hold the node's data.
+			h.Spec.NeedsWipe = true
+			if r.Events != nil {
+				r.Events.Eventf(h, nil, corev1.EventTypeWarning, "ClaimLost", "Release",
+					"Provisioned without a claim in spec.consumerRef: the host may hold a node's data and is wiped before reuse")
+			}
+		}
 		if h.Spec.NeedsWipe && h.Status.BootAssets == nil {
 			// Nothing to wipe it with: a person has to (stays in Error, no retry loop).
 			r.setState(h, infrav1.MetalHostStateError, "No boot assets to wipe with")
@@ -243,10 +265,25 @@ func (r *HostReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 	return ctrl.Result{RequeueAfter: powerRefresh}, nil
 }
 
+// migrateRecords moves the claim and the wipe record an earlier Talon kept in h's status to
+// its spec, where clusterctl move and backups carry them (the patch writes spec before
+// status).
+func migrateRecords(h *infrav1.MetalHost) {
+	if h.Status.DeprecatedConsumerRef != nil && h.Spec.ConsumerRef == nil {
+		h.Spec.ConsumerRef = h.Status.DeprecatedConsumerRef
+	}
+	h.Spec.NeedsWipe = h.Spec.NeedsWipe || h.Status.DeprecatedNeedsWipe
+	h.Status.DeprecatedConsumerRef = nil
+	h.Status.DeprecatedNeedsWipe = false
+}
+
 // moveCredentials labels h's BMC credentials Secret for clusterctl move, which then moves it
 // with the MetalHosts (their CRD carries the same label): a host moved to another management
 // cluster keeps its credentials.
 func (r *HostReconciler) moveCredentials(ctx context.Context, h *infrav1.MetalHost) error {
+	if h.Spec.BMC == nil {
+		return nil
+	}
 	secret := &corev1.Secret{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: h.Spec.BMC.CredentialsName}, secret); err != nil {
 		return client.IgnoreNotFound(err)

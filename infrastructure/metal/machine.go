@@ -213,7 +213,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 		}
 		return ctrl.Result{}, err
 	}
-	if _, moving := m.Annotations[clusterctlv1.DeleteForMoveAnnotation]; moving {
+	if _, moving := m.Annotations[clusterctlv1.DeleteForMoveAnnotation]; moving && !m.DeletionTimestamp.IsZero() {
 		// clusterctl move created it in another management cluster, which runs its host now.
 		return ctrl.Result{}, nil
 	}
@@ -350,8 +350,8 @@ func (r *MachineReconciler) host(ctx context.Context, m *infrav1.TalosMetalMachi
 			return h, nil
 		}
 		runsNode := m.Spec.ProviderID == ProviderID(h.Namespace, h.Name)
-		statusLost := h.Status.State == "" || h.Status.State == infrav1.MetalHostStateRegistering
-		if !runsNode && (m.Spec.ProviderID != "" || !statusLost) {
+		lost := h.Status.State == "" || h.Status.State == infrav1.MetalHostStateRegistering
+		if !runsNode && (m.Spec.ProviderID != "" || !lost) {
 			continue
 		}
 		before := h.DeepCopy()
@@ -370,8 +370,7 @@ func (r *MachineReconciler) host(ctx context.Context, m *infrav1.TalosMetalMachi
 // failed): Provisioned when m's node runs on it, so that it is never booted again, else
 // Provisioning.
 func (r *MachineReconciler) restoreState(ctx context.Context, m *infrav1.TalosMetalMachine, h *infrav1.MetalHost) error {
-	switch h.Status.State {
-	case infrav1.MetalHostStateProvisioning, infrav1.MetalHostStateProvisioned, infrav1.MetalHostStateDeprovisioning:
+	if !statusLost(h) {
 		return nil
 	}
 	before := h.DeepCopy()
@@ -384,6 +383,28 @@ func (r *MachineReconciler) restoreState(ctx context.Context, m *infrav1.TalosMe
 	}
 	ctrl.LoggerFrom(ctx).Info("Restored the state of the MetalHost from its claim", "from", before.Status.State, "to", h.Status.State)
 	return nil
+}
+
+// mayHoldNode reports whether h, claimed by m, may hold a node's data: it was provisioned,
+// booted to install, runs m's node (its providerID names it) or lost the status that would
+// tell (moved or restored), so that it is wiped before another Machine gets it.
+func mayHoldNode(h *infrav1.MetalHost, m *infrav1.TalosMetalMachine) bool {
+	switch {
+	case h.Status.State == infrav1.MetalHostStateProvisioned, lastBoot(h, infrav1.BootActionInstall, time.Time{}) != nil,
+		m.Spec.ProviderID == ProviderID(h.Namespace, h.Name), statusLost(h):
+		return true
+	}
+	return false
+}
+
+// statusLost reports whether h's status does not hold the state of a claimed host: created
+// without it (clusterctl move, a restore from a backup) or its claim's update of it failed.
+func statusLost(h *infrav1.MetalHost) bool {
+	switch h.Status.State {
+	case infrav1.MetalHostStateProvisioning, infrav1.MetalHostStateProvisioned, infrav1.MetalHostStateDeprovisioning:
+		return false
+	}
+	return true
 }
 
 // installedAddress is the address h's node was installed at, as far as Talon's own records
@@ -424,8 +445,8 @@ func (r *MachineReconciler) nodeAddress(ctx context.Context, cluster *clusterv1.
 }
 
 // claim takes an Available MetalHost matching m's selector for m. The claim is an update of
-// the host's status with its resourceVersion: of two Machines claiming one host, one wins and
-// the other gets a conflict and tries the next host. fresh says m claimed the host now (not in
+// the host's spec.consumerRef with its resourceVersion: of two Machines claiming one host, one
+// wins and the other gets a conflict and tries the next host. fresh says m claimed the host now (not in
 // an earlier reconcile the cache had not caught up with).
 func (r *MachineReconciler) claim(ctx context.Context, m *infrav1.TalosMetalMachine) (_ *infrav1.MetalHost, fresh bool, _ error) {
 	selector, err := metav1.LabelSelectorAsSelector(&m.Spec.HostSelector)
@@ -654,6 +675,7 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, cluster *cluste
 	log := ctrl.LoggerFrom(ctx).WithValues("MetalHost", klog.KObj(h))
 	// Deleted before the host's lost state was restored: never release a node's host as if it
 	// had never booted.
+	installed := mayHoldNode(h, m)
 	if err := r.restoreState(ctx, m, h); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -705,9 +727,13 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, cluster *cluste
 		if err := bmc.PowerOff(ctx); err != nil {
 			return releaseFailed(m, h, err), nil
 		}
-		return release(h.Status.State == infrav1.MetalHostStateProvisioned || lastBoot(h, infrav1.BootActionInstall, time.Time{}) != nil)
+		return release(installed)
 	}
-	if err := r.reset(ctx, cluster, installedAddress(h, m)); err != nil {
+	address := installedAddress(h, m)
+	if address == "" {
+		address = r.nodeAddress(ctx, cluster, ProviderID(h.Namespace, h.Name))
+	}
+	if err := r.reset(ctx, cluster, address); err != nil {
 		log.Info("Cannot reset the node through the Talos API; powering it off for a wipe", "reason", err.Error())
 		if err := bmc.PowerOff(ctx); err != nil {
 			return releaseFailed(m, h, err), nil
@@ -781,8 +807,7 @@ func (r *MachineReconciler) deleteOrphan(ctx context.Context, m *infrav1.TalosMe
 		if bmc, err := bmcOf(ctx, r.Client, r.BMC, h); err == nil {
 			_ = bmc.PowerOff(ctx)
 		}
-		installed := h.Status.State == infrav1.MetalHostStateProvisioned || lastBoot(h, infrav1.BootActionInstall, time.Time{}) != nil
-		if err := r.release(ctx, h, installed); err != nil {
+		if err := r.release(ctx, h, mayHoldNode(h, m)); err != nil {
 			return ctrl.Result{}, err
 		}
 	}

@@ -51,12 +51,12 @@ type hostRecord struct {
 }
 
 // TestMoveMetalCluster moves a running 1 + 1 cluster on simulated hosts, with a spare host
-// and one waiting for a wipe, to a second management plane with clusterctl move. Every host
-// keeps its Machine and its running node: no power request reaches a BMC and no host
-// network-boots because of the move. The hosts' BMC credentials move with them, the host
-// waiting for a wipe still waits for it, and the second plane then runs the hosts: scaling the
-// workers to zero resets the worker's node through Talos (at the address it learned from the
-// workload cluster) and makes its host Available.
+// and one waiting for a person to wipe it, to a second management plane with clusterctl move.
+// Every host keeps its Machine and its running node: no power request reaches a BMC and no
+// host network-boots because of the move. The hosts' BMC credentials move with them, the host
+// that needs a wipe is not made Available, and the second plane then runs the hosts: scaling
+// the workers to zero resets the worker's node through Talos (at the address it learned from
+// the workload cluster) and makes its host Available.
 func TestMoveMetalCluster(t *testing.T) {
 	require.Layer(t, metallab.Layer, metallab.DHCPServerUnavailable())
 	_, err := envtest.Binary(plane.ClusterctlBinary)
@@ -205,5 +205,11 @@ func TestMoveMetalCluster(t *testing.T) {
 	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	_, err = os.Stat(filepath.Join(l.Hosts["worker-1"].StateDir, "config.yaml"))
 	g.Expect(os.IsNotExist(err)).To(BeTrue(), "the reset wiped the worker's disk")
+	// Meanwhile no other host got a power request from either plane.
+	for name, h := range l.Hosts {
+		if name != "worker-1" {
+			g.Expect(h.BMC.Resets("1")).To(HaveLen(before[name].resets), "no power request reached the BMC of %s", name)
+		}
+	}
 	t.Logf("Worker scaled down on the second plane, its host reset and Available after %s", time.Since(start).Round(time.Second))
 }

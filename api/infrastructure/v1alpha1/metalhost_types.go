@@ -61,8 +61,8 @@ type MetalHostSpec struct {
 	// consumerRef is the TalosMetalMachine that claimed the host. Talon sets it when a
 	// Machine claims the host and clears it once the Machine released the host; do not set
 	// it by hand. It lives in spec, not status, so that clusterctl move and a restore from a
-	// backup keep the claim: Talon never re-provisions or powers off a claimed host because
-	// its status was lost, it rebuilds the status from the claim.
+	// backup keep the claim: Talon rebuilds a claimed host's lost status from it and never
+	// powers off or boots again a host whose Machine's node runs on it.
 	// +optional
 	ConsumerRef *corev1.ObjectReference `json:"consumerRef,omitempty"`
 
@@ -201,6 +201,14 @@ type MetalHostStatus struct {
 	// +optional
 	PowerState string `json:"powerState,omitempty"`
 
+	// consumerRef is deprecated: the claim is spec.consumerRef. Talon moves a claim an earlier
+	// version recorded here to spec.consumerRef and clears this field.
+	// +optional
+	DeprecatedConsumerRef *corev1.ObjectReference `json:"consumerRef,omitempty"`
+	// needsWipe is deprecated: see spec.needsWipe. Talon moves a true value an earlier version
+	// recorded here to spec.needsWipe and clears this field.
+	// +optional
+	DeprecatedNeedsWipe bool `json:"needsWipe,omitempty"`
 	// lastError is the last problem with the host, e.g. an unreachable BMC; empty once it is
 	// solved.
 	// +optional

@@ -387,6 +387,11 @@ func (in *MetalHostStatus) DeepCopyInto(out *MetalHostStatus) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.DeprecatedConsumerRef != nil {
+		in, out := &in.DeprecatedConsumerRef, &out.DeprecatedConsumerRef
+		*out = new(v1.ObjectReference)
+		**out = **in
+	}
 	if in.Addresses != nil {
 		in, out := &in.Addresses, &out.Addresses
 		*out = make([]string, len(*in))

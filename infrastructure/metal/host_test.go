@@ -1,0 +1,98 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package metal_test
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
+	"github.com/talon-capi/talon/infrastructure/metal"
+	"github.com/talon-capi/talon/sim/bmc"
+	"github.com/talon-capi/talon/test/envtest"
+)
+
+// TestHostRecordsSurviveAnUpgrade runs the MetalHost reconciler on running hosts as an
+// earlier Talon left them, with the claim and the wipe record in status: the claim moves to
+// spec and the host keeps running; a provisioned host whose claim is gone altogether (its
+// MetalHost replaced from a manifest) is not made Available but waits for a wipe. No BMC gets
+// a power request.
+func TestHostRecordsSurviveAnUpgrade(t *testing.T) {
+	env := envtest.Get(t)
+	g := NewWithT(t)
+	ctx := t.Context()
+	c := env.Client
+	namespace := env.NewNamespace(t, "metal-records")
+	consumer := &corev1.ObjectReference{
+		APIVersion: infrav1.GroupVersion.String(), Kind: "TalosMetalMachine", Namespace: namespace, Name: "worker-x", UID: "0b6e1b2a-5d1e-4c39-9d2e-000000000001",
+	}
+	bmcs := map[string]*bmc.BMC{}
+	for _, name := range []string{"claimed", "unclaimed"} {
+		b := bmc.NewServer(bmc.Config{Username: "admin", Password: "pw-" + name})
+		t.Cleanup(b.Close)
+		b.SetPower("1", true)
+		bmcs[name] = b
+		g.Expect(c.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-bmc"},
+			StringData: map[string]string{"username": "admin", "password": "pw-" + name},
+		})).To(Succeed())
+		h := &infrav1.MetalHost{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+			Spec: infrav1.MetalHostSpec{
+				BootMACAddresses: []string{"02:42:10:98:00:0" + map[string]string{"claimed": "1", "unclaimed": "2"}[name]},
+				BMC:              &infrav1.BMCSpec{Address: "redfish+http://" + b.Address(), CredentialsName: name + "-bmc"},
+			},
+		}
+		g.Expect(c.Create(ctx, h)).To(Succeed())
+		patch := client.MergeFrom(h.DeepCopy())
+		h.Status.State = infrav1.MetalHostStateProvisioned
+		if name == "claimed" {
+			h.Status.DeprecatedConsumerRef = consumer
+		}
+		g.Expect(c.Status().Patch(ctx, h, patch)).To(Succeed())
+	}
+
+	r := &metal.HostReconciler{Client: c, APIReader: c, BMC: metal.NewBMC, BootTimeout: metal.DefaultBootTimeout}
+	for range 2 {
+		for name := range bmcs {
+			_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: namespace, Name: name}})
+			g.Expect(err).NotTo(HaveOccurred(), name)
+		}
+	}
+
+	claimed := &infrav1.MetalHost{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "claimed"}, claimed)).To(Succeed())
+	g.Expect(claimed.Spec.ConsumerRef).To(Equal(consumer), "the claim moved to spec")
+	g.Expect(claimed.Status.DeprecatedConsumerRef).To(BeNil())
+	g.Expect(claimed.Status.State).To(Equal(infrav1.MetalHostStateProvisioned))
+
+	unclaimed := &infrav1.MetalHost{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "unclaimed"}, unclaimed)).To(Succeed())
+	g.Expect(unclaimed.Spec.NeedsWipe).To(BeTrue(), "a provisioned host without a claim may hold a node's data")
+	g.Expect(unclaimed.Status.State).NotTo(Equal(infrav1.MetalHostStateAvailable))
+	g.Expect(unclaimed.Status.LastError).To(ContainSubstring("needs a wipe"))
+
+	for name, b := range bmcs {
+		g.Expect(b.PowerState("1")).To(Equal(bmc.PowerOn), "MetalHost %s keeps running", name)
+		g.Expect(b.Resets("1")).To(BeEmpty(), "no power request reached the BMC of %s", name)
+	}
+}
