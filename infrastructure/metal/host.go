@@ -219,11 +219,24 @@ func (r *HostReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 		if h.Status.State == infrav1.MetalHostStateProvisioned && !h.Spec.NeedsWipe {
 			// A Machine never releases a host it provisioned without a reset (which goes
 			// through Deprovisioning) or a wipe: the claim was lost (the MetalHost replaced or
-			// applied without it), and the host may hold the node's data.
+			// applied without it). The Machine whose node runs here, if any, gets it back; else
+			// the host may hold a node's data and is wiped before reuse.
+			owner, err := r.machineOn(ctx, h)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			if owner != nil {
+				h.Spec.ConsumerRef = hostConsumerRef(owner)
+				if r.Events != nil {
+					r.Events.Eventf(h, nil, corev1.EventTypeWarning, "ClaimRestored", "Claim",
+						"Provisioned without a claim in spec.consumerRef: claimed again for TalosMetalMachine %s, whose node runs here", owner.Name)
+				}
+				return ctrl.Result{}, nil
+			}
 			h.Spec.NeedsWipe = true
 			if r.Events != nil {
 				r.Events.Eventf(h, nil, corev1.EventTypeWarning, "ClaimLost", "Release",
-					"Provisioned without a claim in spec.consumerRef: the host may hold a node's data and is wiped before reuse")
+					"Provisioned without a claim in spec.consumerRef and no TalosMetalMachine's providerID names it: the host may hold a node's data and is wiped before reuse")
 			}
 		}
 		if h.Spec.NeedsWipe && h.Status.BootAssets == nil {
@@ -263,6 +276,21 @@ func (r *HostReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 		return r.wipe(ctx, h, bmc, state)
 	}
 	return ctrl.Result{RequeueAfter: powerRefresh}, nil
+}
+
+// machineOn returns the TalosMetalMachine whose providerID names h (its node runs on h), nil
+// when there is none.
+func (r *HostReconciler) machineOn(ctx context.Context, h *infrav1.MetalHost) (*infrav1.TalosMetalMachine, error) {
+	machines := &infrav1.TalosMetalMachineList{}
+	if err := r.Client.List(ctx, machines, client.InNamespace(h.Namespace)); err != nil {
+		return nil, err
+	}
+	for i := range machines.Items {
+		if m := &machines.Items[i]; m.Spec.ProviderID == ProviderID(h.Namespace, h.Name) && m.DeletionTimestamp.IsZero() {
+			return m, nil
+		}
+	}
+	return nil, nil
 }
 
 // migrateRecords moves the claim and the wipe record an earlier Talon kept in h's status to

@@ -17,6 +17,7 @@ limitations under the License.
 package metal_test
 
 import (
+	"fmt"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -33,9 +34,10 @@ import (
 
 // TestHostRecordsSurviveAnUpgrade runs the MetalHost reconciler on running hosts as an
 // earlier Talon left them, with the claim and the wipe record in status: the claim moves to
-// spec and the host keeps running; a provisioned host whose claim is gone altogether (its
-// MetalHost replaced from a manifest) is not made Available but waits for a wipe. No BMC gets
-// a power request.
+// spec and the host keeps running. A provisioned host whose claim is gone altogether (its
+// MetalHost replaced from a manifest without it) is claimed again by the Machine whose
+// providerID names it, or else is not made Available but waits for a wipe. No BMC gets a
+// power request.
 func TestHostRecordsSurviveAnUpgrade(t *testing.T) {
 	env := envtest.Get(t)
 	g := NewWithT(t)
@@ -46,7 +48,16 @@ func TestHostRecordsSurviveAnUpgrade(t *testing.T) {
 		APIVersion: infrav1.GroupVersion.String(), Kind: "TalosMetalMachine", Namespace: namespace, Name: "worker-x", UID: "0b6e1b2a-5d1e-4c39-9d2e-000000000001",
 	}
 	bmcs := map[string]*bmc.BMC{}
-	for _, name := range []string{"claimed", "unclaimed"} {
+	// The Machine whose node runs on host "replaced".
+	owner := &infrav1.TalosMetalMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "cp-x"},
+		Spec: infrav1.TalosMetalMachineSpec{
+			ProviderID: metal.ProviderID(namespace, "replaced"),
+			BootAssets: infrav1.BootAssets{ImageFactory: &infrav1.ImageFactory{}},
+		},
+	}
+	g.Expect(c.Create(ctx, owner)).To(Succeed())
+	for i, name := range []string{"claimed", "unclaimed", "replaced"} {
 		b := bmc.NewServer(bmc.Config{Username: "admin", Password: "pw-" + name})
 		t.Cleanup(b.Close)
 		b.SetPower("1", true)
@@ -58,7 +69,7 @@ func TestHostRecordsSurviveAnUpgrade(t *testing.T) {
 		h := &infrav1.MetalHost{
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 			Spec: infrav1.MetalHostSpec{
-				BootMACAddresses: []string{"02:42:10:98:00:0" + map[string]string{"claimed": "1", "unclaimed": "2"}[name]},
+				BootMACAddresses: []string{fmt.Sprintf("02:42:10:98:00:%02x", i+1)},
 				BMC:              &infrav1.BMCSpec{Address: "redfish+http://" + b.Address(), CredentialsName: name + "-bmc"},
 			},
 		}
@@ -84,6 +95,13 @@ func TestHostRecordsSurviveAnUpgrade(t *testing.T) {
 	g.Expect(claimed.Spec.ConsumerRef).To(Equal(consumer), "the claim moved to spec")
 	g.Expect(claimed.Status.DeprecatedConsumerRef).To(BeNil())
 	g.Expect(claimed.Status.State).To(Equal(infrav1.MetalHostStateProvisioned))
+
+	replaced := &infrav1.MetalHost{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "replaced"}, replaced)).To(Succeed())
+	g.Expect(replaced.Spec.ConsumerRef).NotTo(BeNil(), "claimed again for the Machine whose node runs there")
+	g.Expect(replaced.Spec.ConsumerRef.UID).To(Equal(owner.UID))
+	g.Expect(replaced.Spec.NeedsWipe).To(BeFalse())
+	g.Expect(replaced.Status.State).To(Equal(infrav1.MetalHostStateProvisioned))
 
 	unclaimed := &infrav1.MetalHost{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "unclaimed"}, unclaimed)).To(Succeed())
