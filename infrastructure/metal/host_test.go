@@ -22,9 +22,12 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
 	"github.com/talon-capi/talon/infrastructure/metal"
@@ -112,5 +115,57 @@ func TestHostRecordsSurviveAnUpgrade(t *testing.T) {
 	for name, b := range bmcs {
 		g.Expect(b.PowerState("1")).To(Equal(bmc.PowerOn), "MetalHost %s keeps running", name)
 		g.Expect(b.Resets("1")).To(BeEmpty(), "no power request reached the BMC of %s", name)
+	}
+}
+
+// TestHostDeletedForMoveKeepsRunning deletes two running, unclaimed MetalHosts: one as
+// clusterctl move deletes what it moved (annotated delete-for-move), which keeps running for
+// the plane it moved to; one as a person deletes a host, which is powered off first.
+func TestHostDeletedForMoveKeepsRunning(t *testing.T) {
+	env := envtest.Get(t)
+	g := NewWithT(t)
+	ctx := t.Context()
+	c := env.Client
+	namespace := env.NewNamespace(t, "metal-delete")
+	r := &metal.HostReconciler{Client: c, APIReader: c, BMC: metal.NewBMC, BootTimeout: metal.DefaultBootTimeout}
+	for i, moved := range []bool{true, false} {
+		name := fmt.Sprintf("host-%d", i)
+		b := bmc.NewServer(bmc.Config{Username: "admin", Password: "pw"})
+		t.Cleanup(b.Close)
+		b.SetPower("1", true)
+		g.Expect(c.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-bmc"},
+			StringData: map[string]string{"username": "admin", "password": "pw"},
+		})).To(Succeed())
+		h := &infrav1.MetalHost{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+			Spec: infrav1.MetalHostSpec{
+				BootMACAddresses: []string{fmt.Sprintf("02:42:10:97:00:%02x", i+1)},
+				BMC:              &infrav1.BMCSpec{Address: "redfish+http://" + b.Address(), CredentialsName: name + "-bmc"},
+			},
+		}
+		g.Expect(c.Create(ctx, h)).To(Succeed())
+		key := client.ObjectKeyFromObject(h)
+		// The reconciler adds its finalizer.
+		_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(c.Get(ctx, key, h)).To(Succeed())
+		g.Expect(h.Finalizers).NotTo(BeEmpty())
+		if moved {
+			patch := client.MergeFrom(h.DeepCopy())
+			h.Annotations = map[string]string{clusterctlv1.DeleteForMoveAnnotation: ""}
+			g.Expect(c.Patch(ctx, h, patch)).To(Succeed())
+		}
+		resets := len(b.Resets("1"))
+		g.Expect(c.Delete(ctx, h)).To(Succeed())
+		_, err = r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(apierrors.IsNotFound(c.Get(ctx, key, h))).To(BeTrue(), "MetalHost %s is gone", name)
+		if moved {
+			g.Expect(b.PowerState("1")).To(Equal(bmc.PowerOn), "a host deleted for a move keeps running")
+			g.Expect(b.Resets("1")).To(HaveLen(resets), "no power request for a host deleted for a move")
+		} else {
+			g.Expect(b.PowerState("1")).To(Equal(bmc.PowerOff), "a deleted host is powered off")
+		}
 	}
 }
