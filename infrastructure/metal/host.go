@@ -176,13 +176,13 @@ func (r *HostReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 	if !h.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, h)
 	}
-	bmc, err := r.bmcOf(ctx, h)
-	if err != nil {
-		return r.bmcFailed(h, err), nil
-	}
 	if err := r.moveCredentials(ctx, h); err != nil {
 		// Not fatal to the host's lifecycle: it stays reachable, only a move would lose it.
 		ctrl.LoggerFrom(ctx).Error(err, "The BMC credentials will not move with the host")
+	}
+	bmc, err := r.bmcOf(ctx, h)
+	if err != nil {
+		return r.bmcFailed(h, err), nil
 	}
 	state, err := bmc.PowerState(ctx)
 	if err != nil {
