@@ -51,10 +51,12 @@ var methodRoles = map[string]role.Set{
 	"/machine.MachineService/ImagePull":      role.MakeSet(role.Admin, role.Operator),
 	"/machine.ImageService/Pull":             role.MakeSet(role.Admin, role.Operator),
 	"/storage.StorageService/Disks":          role.MakeSet(role.Admin, role.Operator, role.Reader),
-	"/cluster.ClusterService/HealthCheck":    role.MakeSet(role.Admin, role.Operator, role.Reader),
-	"/cosi.resource.State/Get":               role.MakeSet(role.Admin, role.Operator, role.Reader),
-	"/cosi.resource.State/List":              role.MakeSet(role.Admin, role.Operator, role.Reader),
-	"/cosi.resource.State/Watch":             role.MakeSet(role.Admin, role.Operator, role.Reader),
+	// Readers in maintenance mode only: the handler checks.
+	"/storage.StorageService/BlockDeviceWipe": role.MakeSet(role.Admin, role.Reader),
+	"/cluster.ClusterService/HealthCheck":     role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/cosi.resource.State/Get":                role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/cosi.resource.State/List":               role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/cosi.resource.State/Watch":              role.MakeSet(role.Admin, role.Operator, role.Reader),
 }
 
 // maintenanceMethods are what a node without a config answers: as Talos' apid in maintenance
@@ -64,6 +66,7 @@ var maintenanceMethods = map[string]bool{
 	"/machine.MachineService/Version":            true,
 	"/machine.MachineService/ApplyConfiguration": true,
 	"/storage.StorageService/Disks":              true,
+	"/storage.StorageService/BlockDeviceWipe":    true,
 	"/cosi.resource.State/Get":                   true,
 	"/cosi.resource.State/List":                  true,
 	"/cosi.resource.State/Watch":                 true,

@@ -57,7 +57,7 @@ func (n *Node) validate(data []byte) error {
 
 // applyConfig loads and validates data with machinery, as a Talos node does, and makes it the
 // node's config. A refused config leaves the node as it was.
-func (n *Node) applyConfig(_ context.Context, data []byte) error {
+func (n *Node) applyConfig(ctx context.Context, data []byte) error {
 	if err := n.validate(data); err != nil {
 		return fmt.Errorf("%w: %w", errInvalidConfig, err)
 	}
@@ -70,6 +70,14 @@ func (n *Node) applyConfig(_ context.Context, data []byte) error {
 	ca := cfg.Machine().Security().IssuingCA()
 	if ca == nil || !clientCAs.AppendCertsFromPEM(ca.Crt) {
 		return fmt.Errorf("%w: machine.ca has no certificate", errInvalidConfig)
+	}
+	moved, err := n.configureLink(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("failed to configure the network: %w", err)
+	}
+	if moved {
+		// The Talos API follows the node to its static address, once this call is answered.
+		n.later(answerGrace, func(context.Context) { n.rebind() })
 	}
 	for _, accepted := range cfg.Machine().Security().AcceptedCAs() {
 		clientCAs.AppendCertsFromPEM(accepted.Crt)
@@ -110,6 +118,7 @@ func (n *Node) applyConfig(_ context.Context, data []byte) error {
 		n.mu.Lock()
 		n.booting = true
 		n.mu.Unlock()
+		n.publishInstalled()
 		n.setStage(runtime.MachineStageBooting)
 		n.startServices(cfg)
 	} else {
@@ -151,6 +160,9 @@ func (n *Node) startServices(cfg talosconfig.Provider) {
 	if cfg.Machine().Type() != machinetype.TypeControlPlane {
 		go n.runWorker(ctx, cfg)
 		return
+	}
+	if s, err := n.linkSettings(cfg); err == nil && s.vip.IsValid() {
+		go n.runVIP(ctx, s.vip)
 	}
 	if dirHasData(n.stateDir("etcd")) {
 		go n.restartControlPlane(ctx, cfg)

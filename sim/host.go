@@ -38,8 +38,10 @@ type HostOptions struct {
 	Interface string
 	// Firmware is FirmwareUEFI (the default) or FirmwareBIOS.
 	Firmware string
-	// StateDir is the host's disk. Required.
+	// StateDir is the host's system disk. Required.
 	StateDir string
+	// DisksDir holds the host's data disks: see Options.DisksDir.
+	DisksDir string
 	// BinDir holds kube-apiserver and kube-controller-manager for control-plane nodes.
 	BinDir string
 	// OnPowerOff is called when the host powers itself off (Talos shut it down); its BMC
@@ -163,10 +165,13 @@ func (h *Host) boot(ctx context.Context, network bool) error {
 			return errors.New("iPXE exited to boot the disk, which holds no operating system")
 		}
 		if boot.Wipe {
+			// As Talos: talos.experimental.wipe=system wipes the system disk before the
+			// config is read, then reboots (from the network again, the disk being empty).
 			if err := wipeDir(h.opts.StateDir); err != nil {
 				return fmt.Errorf("failed to wipe the system disk: %w", err)
 			}
-			h.opts.Log.Info("Wiped the system disk")
+			h.opts.Log.Info("Wiped the system disk; rebooting")
+			return h.boot(ctx, true)
 		}
 		address, configURL = boot.Address.IP.String(), boot.ConfigURL
 	} else {
@@ -180,8 +185,9 @@ func (h *Host) boot(ctx context.Context, network bool) error {
 		address = lease.IP.String()
 	}
 	node, err := NewNode(Options{
-		Address: address, StateDir: h.opts.StateDir, Mode: configgen.ModeMetal, BinDir: h.opts.BinDir,
+		Address: address, StateDir: h.opts.StateDir, DisksDir: h.opts.DisksDir, Mode: configgen.ModeMetal, BinDir: h.opts.BinDir,
 		ConfigURL: configURL, Log: h.opts.Log, OnShutdown: h.shutdown, SharedNetworkNamespace: true,
+		Link: h.opts.Interface,
 	})
 	if err != nil {
 		return err

@@ -107,6 +107,7 @@ func (n *Node) bootAgain(after string) {
 // longer, so that whoever watches the events sees the task end.
 func (n *Node) stopAllServices(ctx context.Context, actorID string) {
 	n.stopAllServicesEvents(actorID, machine.TaskEvent_START)
+	n.resignVIP()
 	n.reportShutdown(ctx)
 	n.stopAllServicesEvents(actorID, machine.TaskEvent_STOP)
 	time.Sleep(answerGrace)

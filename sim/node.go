@@ -64,8 +64,13 @@ type Options struct {
 	// Address is the node's IP address; every port the node serves is bound to it. On
 	// loopback (127.x.y.z) many nodes share one host without root.
 	Address string
-	// StateDir holds the node's persistent state (its etcd data, certificates). Reset wipes it.
+	// StateDir holds the node's persistent state (its etcd data, certificates): its system
+	// disk, sda. Reset wipes it.
 	StateDir string
+	// DisksDir holds the node's data disks, a subdirectory each, named as the disk (sdb,
+	// nvme0n1, ...); a disk holds data while its directory holds files. Wipes of the system
+	// disk leave them; a reset that names them and BlockDeviceWipe empty them.
+	DisksDir string
 	// Mode is the runtime the node validates configs for: container (default) or metal.
 	Mode configgen.Mode
 	// TalosVersion is the Talos version the node reports until an Upgrade; DefaultTalosVersion
@@ -99,6 +104,10 @@ type Options struct {
 	// whose addresses are local there (simulated bare-metal hosts on one bridge), so a
 	// connection to another node comes from that node's address, not this one's.
 	SharedNetworkNamespace bool
+	// Link is the network interface that holds Address, when the node manages it as Talos
+	// manages its links (a simulated bare-metal host): static addresses in the config replace
+	// Address, and a control-plane node holds the config's Layer 2 VIP on it while elected.
+	Link string
 	// OnShutdown, when set, is called after the node powered itself off (Shutdown, or Reset
 	// without reboot), as a host's BMC sees its power go off.
 	OnShutdown func()
@@ -153,8 +162,10 @@ type Node struct {
 	// bootstrapped counts the successful Bootstrap calls this node answered.
 	bootstrapped int
 	// boots counts the node's boots (Boots).
-	boots             int
-	apiServer         *component
+	boots     int
+	apiServer *component
+	// vip is the Layer 2 VIP a control-plane node campaigns for (vip.go), nil without one.
+	vip               *sharedVIP
 	controllerManager *component
 	// controlPlaneStart serializes starting the components, so that a restart for a new
 	// config waits for a start under way.
@@ -178,10 +189,12 @@ type Node struct {
 
 	// power serializes powering on and off; stops counts the power-offs, so that a reboot
 	// does not power on a node someone else powered off meanwhile.
-	power    sync.Mutex
-	stops    int
-	servers  []*grpc.Server
-	serveErr chan error
+	power   sync.Mutex
+	stops   int
+	servers []*grpc.Server
+	// servedAddress is the address the servers listen on.
+	servedAddress string
+	serveErr      chan error
 }
 
 // NewNode prepares a node in maintenance mode; Start makes it answer.
@@ -329,8 +342,24 @@ func (n *Node) serve(ctx context.Context) error {
 		n.servers = append(n.servers, server)
 		go func() { n.serveErr <- server.Serve(listener) }()
 	}
+	n.servedAddress = n.opts.Address
 	n.opts.Log.Info("Talos API listening", "endpoint", n.Endpoint(), "configured", n.configured())
 	return nil
+}
+
+// rebind moves the Talos API to the node's address, which its config changed; a node
+// stopped meanwhile stays stopped, and one that already serves there (it booted with the
+// config) is left alone.
+func (n *Node) rebind() {
+	n.power.Lock()
+	defer n.power.Unlock()
+	if len(n.servers) == 0 || n.servedAddress == n.opts.Address {
+		return
+	}
+	n.stopServers()
+	if err := n.serve(context.Background()); err != nil {
+		n.opts.Log.Error(err, "The Talos API cannot listen on the node's new address")
+	}
 }
 
 func (n *Node) stopServers() {

@@ -64,46 +64,53 @@ func (n *Node) publishVolumes() {
 	}
 }
 
-// resetTargets checks a reset request as machined does before it answers, and returns the
-// parts of the node's state the reset wipes: nil for the whole system disk.
-func (n *Node) resetTargets(ctx context.Context, req *machine.ResetRequest) ([]string, error) {
+// resetWipe is what a reset wipes: parts of the node's state directory (all of it when
+// system is nil, none when it is empty) and data disks.
+type resetWipe struct {
+	system    []string
+	userDisks []string
+}
+
+// resetTargets checks a reset request as machined does before it answers, and returns what
+// the reset wipes.
+func (n *Node) resetTargets(ctx context.Context, req *machine.ResetRequest) (resetWipe, error) {
+	var wipe resetWipe
 	if len(req.GetUserDisksToWipe()) > 0 {
 		if req.GetMode() == machine.ResetRequest_SYSTEM_DISK {
-			return nil, errors.New("reset failed: invalid input, wipe mode SYSTEM_DISK doesn't support UserDisksToWipe parameter")
+			return wipe, errors.New("reset failed: invalid input, wipe mode SYSTEM_DISK doesn't support UserDisksToWipe parameter")
 		}
-		// The simulated node has its system disk only.
-		device := req.GetUserDisksToWipe()[0]
-		if device == "/dev/sda" {
-			return nil, fmt.Errorf("reset user disk failed: device %s is the system disk", device)
+		disks, err := n.userDisksToWipe(ctx, req.GetUserDisksToWipe())
+		if err != nil {
+			return wipe, err
 		}
-		return nil, fmt.Errorf("reset user disk failed: device %s wasn't found", device)
+		wipe.userDisks = disks
 	}
 	partitions := req.GetSystemPartitionsToWipe()
 	if len(partitions) == 0 {
 		if req.GetMode() == machine.ResetRequest_USER_DISKS {
-			return []string{}, nil
+			wipe.system = []string{}
 		}
-		return nil, nil
+		return wipe, nil
 	}
 	if req.GetMode() == machine.ResetRequest_USER_DISKS {
-		return nil, errors.New("reset failed: invalid input, wipe mode USER_DISKS doesn't support SystemPartitionsToWipe parameter")
+		return wipe, errors.New("reset failed: invalid input, wipe mode USER_DISKS doesn't support SystemPartitionsToWipe parameter")
 	}
-	targets := []string{}
+	wipe.system = []string{}
 	for _, spec := range partitions {
 		if _, err := safe.StateGetByID[*block.VolumeStatus](ctx, n.res, spec.GetLabel()); err != nil {
-			return nil, fmt.Errorf("failed to get volume status with label %q: %w", spec.GetLabel(), err)
+			return wipe, fmt.Errorf("failed to get volume status with label %q: %w", spec.GetLabel(), err)
 		}
 		if spec.GetWipe() {
-			targets = append(targets, systemVolumes[spec.GetLabel()]...)
+			wipe.system = append(wipe.system, systemVolumes[spec.GetLabel()]...)
 		}
 	}
-	return targets, nil
+	return wipe, nil
 }
 
 // reset is machined's reset sequence for actorID: leave etcd when asked to be graceful,
 // stop every service, wipe (everything when wipe is nil), then reboot or power off.
-func (n *Node) reset(ctx context.Context, req *machine.ResetRequest, wipe []string, actorID string) {
-	n.opts.Log.Info("Resetting", "graceful", req.GetGraceful(), "reboot", req.GetReboot(), "wipe", wipe)
+func (n *Node) reset(ctx context.Context, req *machine.ResetRequest, wipe resetWipe, actorID string) {
+	n.opts.Log.Info("Resetting", "graceful", req.GetGraceful(), "reboot", req.GetReboot(), "wipe", wipe.system, "userDisks", wipe.userDisks)
 	n.sequence("reset", actorID)
 	n.setStage(runtime.MachineStageResetting)
 	if req.GetGraceful() && n.isControlPlane() {
@@ -118,8 +125,13 @@ func (n *Node) reset(ctx context.Context, req *machine.ResetRequest, wipe []stri
 	}
 	n.stopAllServices(ctx, actorID)
 	n.Stop()
-	if err := n.wipe(wipe); err != nil {
+	if err := n.wipe(wipe.system); err != nil {
 		n.opts.Log.Error(err, "Failed to wipe the node")
+	}
+	for _, disk := range wipe.userDisks {
+		if err := n.wipeDataDisk(disk); err != nil {
+			n.opts.Log.Error(err, "Failed to wipe a user disk", "disk", disk)
+		}
 	}
 	if req.GetReboot() {
 		n.bootAgain("a reset")

@@ -56,6 +56,7 @@ import (
 // simResources are the resource types the simulator publishes and registers.
 var simResources = []meta.ResourceWithRD{
 	&block.Disk{},
+	&block.SystemDisk{},
 	&block.VolumeStatus{},
 	&cluster.Member{},
 	&config.MachineConfig{},
@@ -205,24 +206,15 @@ func (n *Node) forgetResources() {
 	}
 }
 
-// publishBoot is what a node reports as it boots: its Talos version, its system disk and the
+// publishBoot is what a node reports as it boots: its Talos version, its disks and the
 // machine's stage.
 func (n *Node) publishBoot() {
 	publish(n, runtime.NewVersion(), func(v *runtime.Version) {
 		v.TypedSpec().Name, v.TypedSpec().Version = "Talos", n.talosVersion()
 	})
-	publish(n, block.NewDisk(block.NamespaceName, "sda"), func(d *block.Disk) {
-		spec := d.TypedSpec()
-		spec.DevPath, spec.Model, spec.Serial, spec.Transport = "/dev/sda", "talon-sim disk", "talon-sim-"+n.opts.Address, "virtio"
-		spec.SetSize(simDiskSize)
-		spec.IOSize, spec.SectorSize, spec.SubSystem = 512, 512, "/sys/class/block"
-	})
-	n.publishVolumes()
+	n.publishDisks()
 	n.setStage(runtime.MachineStageBooting)
 }
-
-// simDiskSize is the size of the system disk a simulated node reports.
-const simDiskSize = 20 << 30
 
 // setStage records the machine's stage (booting, running, rebooting, ...) and its readiness.
 func (n *Node) setStage(stage runtime.MachineStage) {

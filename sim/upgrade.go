@@ -26,11 +26,9 @@ import (
 	"github.com/distribution/reference"
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
-	"github.com/siderolabs/talos/pkg/machinery/api/storage"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
 )
@@ -222,19 +220,4 @@ func (s *lifecycleService) Upgrade(req *machine.LifecycleServiceUpgradeRequest, 
 	}
 	s.node.opts.Log.Info("Installed for the next boot", "version", version)
 	return exit(0)
-}
-
-// storageService is the node's StorageService: its disks (the system disk), also in
-// maintenance mode.
-type storageService struct {
-	storage.UnimplementedStorageServiceServer
-	node *Node
-}
-
-// Disks lists the node's disks.
-func (s *storageService) Disks(context.Context, *emptypb.Empty) (*storage.DisksResponse, error) {
-	return &storage.DisksResponse{Messages: []*storage.Disks{{Disks: []*storage.Disk{{
-		Size: simDiskSize, Model: "talon-sim disk", DeviceName: "/dev/sda", Serial: "talon-sim-" + s.node.opts.Address,
-		Type: storage.Disk_SSD, SystemDisk: true, Subsystem: "/sys/class/block",
-	}}}}}, nil
 }

@@ -35,6 +35,7 @@ import (
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	controlplanev1alpha3 "github.com/talon-capi/talon/api/controlplane/v1alpha3"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
+	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
 	"github.com/talon-capi/talon/controlplane/pkg/talosclient"
 	"github.com/talon-capi/talon/controlplane/reconcilers/taloscontrolplane"
 	"github.com/talon-capi/talon/controlplane/reconcilers/talosetcdbackup"
@@ -46,8 +47,9 @@ import (
 func Provider() manager.Provider {
 	return manager.Provider{
 		Name: "talon-control-plane-manager",
-		// The control plane creates and reads the bootstrap provider's TalosConfigs.
-		AddToScheme:      []func(*runtime.Scheme) error{controlplanev1.AddToScheme, controlplanev1alpha3.AddToScheme, bootstrapv1.AddToScheme},
+		// The control plane creates and reads the bootstrap provider's TalosConfigs, and reads
+		// bare-metal hosts to apply their configs as the boot service serves them.
+		AddToScheme:      []func(*runtime.Scheme) error{controlplanev1.AddToScheme, controlplanev1alpha3.AddToScheme, bootstrapv1.AddToScheme, infrav1.AddToScheme},
 		SetupReconcilers: Reconcilers,
 		SetupWebhooks:    Webhooks,
 		AddFlags: func(fs *pflag.FlagSet) {

@@ -17,6 +17,7 @@ limitations under the License.
 package metal
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,9 @@ import (
 )
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=talosmetalclusters;talosmetalclusters/status,verbs=get;list;watch;update;patch
+
+// defaultAPIServerPort is the port of a VIP endpoint whose port is not set.
+const defaultAPIServerPort = 6443
 
 // ClusterReconciler provisions a TalosMetalCluster: its endpoint is the user's (a Talos VIP
 // or an external load balancer), so it is provisioned as soon as the endpoint is set.
@@ -104,10 +108,14 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 		mc.Status.ObservedGeneration = mc.Generation
 		reterr = errors.Join(reterr, infra.PatchReady(ctx, patchHelper, "TalosMetalCluster", mc, infrav1.ControlPlaneEndpointSetCondition))
 	}()
+	if vip := mc.Spec.ControlPlaneVIP; vip != nil && mc.Spec.ControlPlaneEndpoint.Host == "" {
+		// The VIP is the endpoint unless the user names another (a DNS name of it).
+		mc.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: vip.Address, Port: cmp.Or(mc.Spec.ControlPlaneEndpoint.Port, defaultAPIServerPort)}
+	}
 	endpoint := mc.Spec.ControlPlaneEndpoint
 	if endpoint.Host == "" || endpoint.Port == 0 {
 		infra.SetFalsef(mc, infrav1.ControlPlaneEndpointSetCondition, infrav1.WaitingForControlPlaneEndpointReason,
-			"Set spec.controlPlaneEndpoint to the address of your load balancer, or to the VIP the control-plane nodes share (machine.network.interfaces[].vip in their config)")
+			"Set spec.controlPlaneEndpoint to the address of your load balancer, or spec.controlPlaneVIP to a shared address the control-plane nodes hold")
 		return ctrl.Result{}, nil
 	}
 	infra.SetTruef(mc, infrav1.ControlPlaneEndpointSetCondition, "The control-plane endpoint is %s:%d", endpoint.Host, endpoint.Port)

@@ -241,6 +241,8 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 		if r.name == "cp-3" {
 			h.InstallDisk = "/dev/nvme0n1"
 		}
+		// The workers' hosts go from tenant to tenant: their data disks are wiped too.
+		h.WipeDataDisks = r.role == "worker"
 		l.Register(c, h, r.role)
 	}
 	// The second worker's BMC accepts power requests and does nothing, and the first worker's
@@ -338,7 +340,18 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 			"the kubelet registers its Node linked")
 	}
 
-	// Delete a worker: its host is reset through Talos (wiped, powered off) and Available.
+	// Installing wipes no data disk.
+	for _, host := range []string{"cp-1", "cp-2", "cp-3", "worker-1", "worker-2"} {
+		g.Expect(l.Hosts[host].DataDiskHoldsData()).To(BeTrue(), "the data disk of %s", host)
+	}
+
+	// Delete a worker: its host wants its data disks wiped, so it is powered off and wiped by
+	// a network boot (the system disk by Talos as it boots, then every data disk through the
+	// Talos API in maintenance mode), powered off and Available.
+	bootsBefore := map[string]int{}
+	for _, host := range []string{"worker-1", "worker-2"} {
+		bootsBefore[host] = len(l.Hosts[host].Sim.NetBoots())
+	}
 	md := &clusterv1.MachineDeployment{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "metal-workers"}, md)).To(Succeed())
 	patch := client.MergeFrom(md.DeepCopy())
@@ -352,18 +365,45 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 		g.Expect(c.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{"talon.dev/role": "worker"})).To(Succeed())
 		freed = ""
 		for _, h := range list.Items {
-			if h.Status.State == infrav1.MetalHostStateAvailable {
-				freed = h.Name
-				g.Expect(h.Spec.ConsumerRef).To(BeNil())
-				g.Expect(h.Spec.NeedsWipe).To(BeFalse())
-				g.Expect(h.Status.PowerState).To(Equal("Off"))
+			if h.Status.State != infrav1.MetalHostStateAvailable {
+				continue
 			}
+			freed = h.Name
+			g.Expect(h.Spec.ConsumerRef).To(BeNil())
+			g.Expect(h.Spec.NeedsWipe).To(BeFalse())
+			g.Expect(h.Status.PowerState).To(Equal("Off"))
+			g.Expect(h.Status.LastWipe).NotTo(BeNil())
+			g.Expect(h.Status.LastWipe.Method).To(Equal(infrav1.HostWipeNetworkBoot))
+			g.Expect(h.Status.LastWipe.Disks).To(ContainElement("/dev/"+metallab.DataDisk), "the data disk is recorded as wiped")
 		}
 		g.Expect(freed).NotTo(BeEmpty(), "a worker host is Available again")
 	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	t.Logf("Worker deleted and MetalHost %s wiped and Available after %s", freed, time.Since(start).Round(time.Second))
 	_, err := os.Stat(filepath.Join(l.Hosts[freed].StateDir, "config.yaml"))
-	g.Expect(os.IsNotExist(err)).To(BeTrue(), "the reset wiped the host's disk")
+	g.Expect(os.IsNotExist(err)).To(BeTrue(), "the wipe emptied the host's system disk")
+	g.Expect(l.Hosts[freed].DataDiskHoldsData()).To(BeFalse(), "the wipe emptied the host's data disk")
+	// The wipe boot (Talos wipes the system disk and reboots), then maintenance mode.
+	boots := l.Hosts[freed].Sim.NetBoots()[bootsBefore[freed]:]
+	g.Expect(afterWipe(boots)).To(BeNumerically(">", 0), "boots after the deletion: %+v", boots)
+	g.Expect(afterWipe(boots)).To(Equal(len(boots)-1), "boots after the deletion: %+v", boots)
+	g.Expect(boots[len(boots)-1].ConfigURL).To(BeEmpty(), "the boot after the wipe is into maintenance mode")
+
+	// A person marks the Available host for a wipe (say, after using its data disk by hand):
+	// it is wiped again before any Machine gets it.
+	g.Expect(os.WriteFile(filepath.Join(l.Hosts[freed].DisksDir, metallab.DataDisk, "by-hand"), []byte("x"), 0o600)).To(Succeed())
+	h := &infrav1.MetalHost{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: freed}, h)).To(Succeed())
+	lastWipe := h.Status.LastWipe.Finished
+	patch = client.MergeFrom(h.DeepCopy())
+	h.Spec.NeedsWipe = true
+	g.Expect(c.Patch(ctx, h, patch)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: freed}, h)).To(Succeed())
+		g.Expect(h.Spec.NeedsWipe).To(BeFalse())
+		g.Expect(h.Status.State).To(Equal(infrav1.MetalHostStateAvailable))
+		g.Expect(h.Status.LastWipe.Finished.After(lastWipe.Time)).To(BeTrue(), "wiped again")
+	}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	g.Expect(l.Hosts[freed].DataDiskHoldsData()).To(BeFalse(), "the second wipe emptied the data disk")
 
 	// A new Machine reuses the host; its BMC is unreachable first: the Machine says so, naming
 	// the host, and carries on when the BMC answers again.
@@ -408,9 +448,11 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 	}).WithTimeout(4 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	// Wipe boots (more than one if the machine was slow to answer), then an install boot: the
 	// host never booted its old disk (the victim's config) and no wipe boot got a config.
-	boots := l.Hosts[stuck].Sim.NetBoots()[wipesBefore:]
-	g.Expect(len(boots)).To(BeNumerically(">=", 2))
+	boots = l.Hosts[stuck].Sim.NetBoots()[wipesBefore:]
+	g.Expect(len(boots)).To(BeNumerically(">=", 3))
 	g.Expect(boots[0].Wipe).To(BeTrue(), "boots after the deletion: %+v", boots)
+	g.Expect(afterWipe(boots)).To(BeNumerically(">", 0), "boots after the deletion: %+v", boots)
+	g.Expect(boots[afterWipe(boots)].ConfigURL).To(BeEmpty(), "the boot after a wipe is into maintenance mode: %+v", boots)
 	for _, b := range boots {
 		g.Expect(b.Exit()).To(BeFalse(), "boots after the deletion: %+v", boots)
 		if b.Wipe {
@@ -418,6 +460,7 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 		}
 	}
 	g.Expect(boots[len(boots)-1].ConfigURL).NotTo(BeEmpty())
+	g.Expect(l.Hosts[stuck].DataDiskHoldsData()).To(BeFalse(), "the wipe emptied the data disk of %s before its reuse", stuck)
 	t.Logf("Unresponsive worker deleted, MetalHost %s wiped by network boot and reused after %s", stuck, time.Since(start).Round(time.Second))
 
 	// A machine no MetalHost boots from gets no answer, and is registered for a person to add
@@ -449,4 +492,15 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 		g.Expect(fmt.Sprintf("%+v", events.Items)).NotTo(ContainSubstring(h.Password))
 		g.Expect(fmt.Sprintf("%+v", hosts.Items)).NotTo(ContainSubstring(h.Password))
 	}
+}
+
+// afterWipe is the index of the first boot of boots that is not a wipe boot, len(boots) when
+// they all are.
+func afterWipe(boots []sim.NetBoot) int {
+	for i, b := range boots {
+		if !b.Wipe {
+			return i
+		}
+	}
+	return len(boots)
 }

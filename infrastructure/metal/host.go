@@ -18,14 +18,11 @@ package metal
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
+	"strings"
 	"time"
 
-	talosclient "github.com/siderolabs/talos/pkg/machinery/client"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -239,20 +236,19 @@ func (r *HostReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 					"Provisioned without a claim in spec.consumerRef and no TalosMetalMachine's providerID names it: the host may hold a node's data and is wiped before reuse")
 			}
 		}
-		if h.Spec.NeedsWipe && h.Status.BootAssets == nil {
-			// Nothing to wipe it with: a person has to (stays in Error, no retry loop).
-			r.setState(h, infrav1.MetalHostStateError, "No boot assets to wipe with")
-			h.Status.LastError = fmt.Sprintf("MetalHost %s needs a wipe but Talon has no boot assets to wipe it with (it never booted Talos through this boot service): wipe its disks and set spec.needsWipe to false", h.Name)
-			return ctrl.Result{}, nil
-		}
 		if h.Spec.NeedsWipe {
-			r.setState(h, infrav1.MetalHostStateDeprovisioning, "The host may hold a previous node's data: wiping it")
+			r.startWipe(h)
 			return ctrl.Result{}, nil
 		}
 		h.Status.LastError = ""
 		r.setState(h, infrav1.MetalHostStateAvailable, "The BMC answers; the host is Available")
 		return ctrl.Result{}, nil
 	case infrav1.MetalHostStateAvailable:
+		if h.Spec.NeedsWipe && !claimed {
+			// Marked for a wipe while Available (by a person): no Machine gets it before.
+			r.startWipe(h)
+			return ctrl.Result{}, nil
+		}
 		// An idle host stays off; one a Machine claimed a moment ago is booting.
 		if state == power.StateOn {
 			current := &infrav1.MetalHost{}
@@ -388,8 +384,21 @@ func (r *HostReconciler) setState(h *infrav1.MetalHost, state infrav1.MetalHostS
 	}
 }
 
-// wipe network-boots h into Talos with talos.experimental.wipe=system and marks it
-// Available once Talos answers in maintenance mode, then powers it off.
+// startWipe moves h, which needs a wipe, to Deprovisioning to be wiped, or to Error when
+// Talon has nothing to wipe it with: then a person has to (no retry loop).
+func (r *HostReconciler) startWipe(h *infrav1.MetalHost) {
+	if h.Status.BootAssets == nil {
+		r.setState(h, infrav1.MetalHostStateError, "No boot assets to wipe with")
+		h.Status.LastError = fmt.Sprintf("MetalHost %s needs a wipe but Talon has no boot assets to wipe it with (it never booted Talos through this boot service): wipe its disks and set spec.needsWipe to false", h.Name)
+		return
+	}
+	r.setState(h, infrav1.MetalHostStateDeprovisioning, "The host may hold a previous node's data: wiping it")
+}
+
+// wipe network-boots h into Talos with talos.experimental.wipe=system (Talos wipes the system
+// disk and reboots, into maintenance mode) and, once Talos answers in maintenance mode with no
+// system disk left, wipes its data disks when the host asks for it, powers it off and marks it
+// Available.
 func (r *HostReconciler) wipe(ctx context.Context, h *infrav1.MetalHost, bmc power.Controller, state power.State) (ctrl.Result, error) {
 	if !h.Spec.NeedsWipe {
 		r.setState(h, infrav1.MetalHostStateAvailable, "The host was reset")
@@ -415,8 +424,11 @@ func (r *HostReconciler) wipe(ctx context.Context, h *infrav1.MetalHost, bmc pow
 		}
 		if requested != nil {
 			what := "did not network-boot"
-			if lastBoot(h, infrav1.BootActionWipe, requested.Time) != nil {
-				what = "network-booted but Talos did not answer in maintenance mode"
+			switch {
+			case lastBoot(h, infrav1.BootActionMaintenance, requested.Time) != nil:
+				what = "booted into maintenance mode, but its wipe did not finish,"
+			case lastBoot(h, infrav1.BootActionWipe, requested.Time) != nil:
+				what = "network-booted to be wiped, but did not boot again into maintenance mode"
 			}
 			h.Status.LastError = fmt.Sprintf("MetalHost %s %s within %s of its power cycle to be wiped; power-cycling it again", h.Name, what, r.BootTimeout)
 		}
@@ -427,13 +439,28 @@ func (r *HostReconciler) wipe(ctx context.Context, h *infrav1.MetalHost, bmc pow
 		h.Status.WipeRequested = &metav1.Time{Time: now}
 		return ctrl.Result{RequeueAfter: infra.Converging}, nil
 	}
-	boot := lastBoot(h, infrav1.BootActionWipe, requested.Time)
+	// Talos wipes the system disk in the wipe boot and reboots: the boot after it is into
+	// maintenance mode.
+	boot := lastBoot(h, infrav1.BootActionMaintenance, requested.Time)
 	if boot == nil {
 		return ctrl.Result{RequeueAfter: infra.Converging}, nil
 	}
 	if err := maintenanceMode(ctx, boot.Address); err != nil {
 		ctrl.LoggerFrom(ctx).V(4).Info("Waiting for the wiped host to answer in maintenance mode", "address", boot.Address, "reason", err.Error())
 		return ctrl.Result{RequeueAfter: infra.Converging}, nil
+	}
+	// Nothing is mounted in maintenance mode: every data disk can be wiped.
+	wiped, err := checkWipe(ctx, boot.Address, h.Spec.WipeDataDisks)
+	var unverified errWipeNotVerified
+	switch {
+	case errors.As(err, &unverified):
+		// The wipe failed: wiped again from the start, with a new power cycle.
+		h.Status.LastError = fmt.Sprintf("MetalHost %s booted into maintenance mode after its wipe boot, but %v; wiping it again", h.Name, err)
+		h.Status.WipeRequested = nil
+		return ctrl.Result{RequeueAfter: bmcRetry}, nil
+	case err != nil:
+		h.Status.LastError = fmt.Sprintf("MetalHost %s: Talos wiped its system disk, but %v", h.Name, err)
+		return ctrl.Result{RequeueAfter: bmcRetry}, nil
 	}
 	if state == power.StateOn {
 		if err := bmc.PowerOff(ctx); err != nil {
@@ -443,7 +470,12 @@ func (r *HostReconciler) wipe(ctx context.Context, h *infrav1.MetalHost, bmc pow
 	h.Spec.NeedsWipe = false
 	h.Status.WipeRequested = nil
 	h.Status.LastError = ""
-	r.setState(h, infrav1.MetalHostStateAvailable, "The host was wiped")
+	h.Status.LastWipe = &infrav1.HostWipe{Method: infrav1.HostWipeNetworkBoot, Finished: metav1.Now(), Disks: wiped}
+	why := "The host was wiped"
+	if len(wiped) > 0 {
+		why = "The host was wiped, with its disks " + strings.Join(wiped, ", ")
+	}
+	r.setState(h, infrav1.MetalHostStateAvailable, why)
 	return ctrl.Result{}, nil
 }
 
@@ -498,23 +530,4 @@ func lastBoot(h *infrav1.MetalHost, action infrav1.BootAction, since time.Time) 
 		}
 	}
 	return nil
-}
-
-// maintenanceMode checks that Talos at address answers in maintenance mode (no config yet).
-func maintenanceMode(ctx context.Context, address string) error {
-	if net.ParseIP(address) == nil {
-		return fmt.Errorf("no address: %q", address)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	c, err := talosclient.New(ctx,
-		talosclient.WithEndpoints(net.JoinHostPort(address, strconv.Itoa(50000))),
-		//nolint:gosec // maintenance mode serves a self-signed certificate; nothing secret is sent.
-		talosclient.WithTLSConfig(&tls.Config{InsecureSkipVerify: true}))
-	if err != nil {
-		return err
-	}
-	defer func() { _ = c.Close() }()
-	_, err = c.Version(ctx)
-	return err
 }

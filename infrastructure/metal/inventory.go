@@ -38,6 +38,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
@@ -133,8 +134,13 @@ func (i *Inventory) Lookup(ctx context.Context, mac net.HardwareAddr) (*bootserv
 		host.Action = bootservice.BootActionInstall
 		host.KernelArgs = m.Spec.ExtraKernelArgs
 	case h.Status.State == infrav1.MetalHostStateDeprovisioning && h.Spec.NeedsWipe && h.Spec.ConsumerRef == nil:
-		// Released for a wipe: whatever made it boot, it is wiped (never its old disk).
+		// Released for a wipe: whatever made it boot, it is wiped (never its old disk). Talos
+		// reboots once it has wiped the system disk: the next boot of the same wipe is into
+		// maintenance mode, where Talon checks the wipe (and wipes the data disks).
 		host.Action = bootservice.BootActionWipe
+		if r := h.Status.WipeRequested; r != nil && lastBoot(h, infrav1.BootActionWipe, r.Time) != nil {
+			host.Action = bootservice.BootActionMaintenance
+		}
 	}
 	return host, nil
 }
@@ -168,7 +174,72 @@ func (i *Inventory) BootstrapData(ctx context.Context, host types.NamespacedName
 	if err := i.Client.Get(ctx, types.NamespacedName{Namespace: machine.Namespace, Name: *machine.Spec.Bootstrap.DataSecretName}, secret); err != nil {
 		return nil, err
 	}
-	return patchConfig(secret.Data["value"], ProviderID(h.Namespace, h.Name), installDisk(h, m), secret.Annotations[bootstrapv1.ImageFactoryInstallerAnnotation])
+	return servedConfig(ctx, i.Client, machine, m, h, secret)
+}
+
+// ServedConfig returns the bootstrap data in secret as Talon's boot service serves it to the
+// host of machine, a Machine on a TalosMetalMachine: with the host's provider ID, install
+// disk and static network and the cluster's VIP patched in (see patchConfig). The data of a
+// Machine on other infrastructure comes back as it is. In-place updates apply it, so that a
+// node keeps what the boot service gave it when it installed.
+func ServedConfig(ctx context.Context, c client.Reader, machine *clusterv1.Machine, secret *corev1.Secret) ([]byte, error) {
+	ref := machine.Spec.InfrastructureRef
+	if ref.Kind != "TalosMetalMachine" || ref.APIGroup != infrav1.GroupVersion.Group {
+		return secret.Data["value"], nil
+	}
+	m := &infrav1.TalosMetalMachine{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: machine.Namespace, Name: ref.Name}, m); err != nil {
+		return nil, fmt.Errorf("failed to read TalosMetalMachine %s: %w", ref.Name, err)
+	}
+	host, ok := strings.CutPrefix(m.Spec.ProviderID, ProviderIDPrefix+m.Namespace+"/")
+	if !ok {
+		// Not a node the boot service served (another provider's machine of this kind, as
+		// the control plane's tests run).
+		return secret.Data["value"], nil
+	}
+	h := &infrav1.MetalHost{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: host}, h); err != nil {
+		return nil, fmt.Errorf("failed to read MetalHost %s of TalosMetalMachine %s: %w", host, m.Name, err)
+	}
+	return servedConfig(ctx, c, machine, m, h, secret)
+}
+
+// servedConfig is the bootstrap data in secret, of machine on m, as served to h.
+func servedConfig(ctx context.Context, c client.Reader, machine *clusterv1.Machine, m *infrav1.TalosMetalMachine, h *infrav1.MetalHost, secret *corev1.Secret) ([]byte, error) {
+	served := servedPatch{
+		providerID: ProviderID(h.Namespace, h.Name), disk: installDisk(h, m),
+		installer: secret.Annotations[bootstrapv1.ImageFactoryInstallerAnnotation], network: h.Spec.Network,
+	}
+	if util.IsControlPlaneMachine(machine) {
+		var err error
+		if served.vip, err = controlPlaneVIP(ctx, c, machine); err != nil {
+			return nil, err
+		}
+		if served.vip != nil {
+			if served.vipLink, err = vipLink(h, served.vip); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return patchConfig(secret.Data["value"], served)
+}
+
+// controlPlaneVIP is the VIP of the TalosMetalCluster of machine's Cluster, nil when it asks
+// for none.
+func controlPlaneVIP(ctx context.Context, c client.Reader, machine *clusterv1.Machine) (*infrav1.ControlPlaneVIP, error) {
+	cluster := &clusterv1.Cluster{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: machine.Namespace, Name: machine.Spec.ClusterName}, cluster); err != nil {
+		return nil, fmt.Errorf("failed to read the Cluster of Machine %s: %w", machine.Name, err)
+	}
+	ref := cluster.Spec.InfrastructureRef
+	if ref.Kind != "TalosMetalCluster" || ref.APIGroup != infrav1.GroupVersion.Group {
+		return nil, nil
+	}
+	mc := &infrav1.TalosMetalCluster{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: ref.Name}, mc); err != nil {
+		return nil, fmt.Errorf("failed to read TalosMetalCluster %s: %w", ref.Name, err)
+	}
+	return mc.Spec.ControlPlaneVIP, nil
 }
 
 // installDisk is the disk a host installs Talos to, when one is named: the host's own, the
@@ -178,14 +249,33 @@ func installDisk(h *infrav1.MetalHost, m *infrav1.TalosMetalMachine) string {
 	return cmp.Or(h.Spec.InstallDisk, m.Spec.InstallDisk)
 }
 
-// patchConfig sets the kubelet's provider-id and, unless disk is empty, the install disk in
+// servedPatch is what the boot service writes into the config of the Machine it serves to a
+// host.
+type servedPatch struct {
+	// providerID is the kubelet's --provider-id.
+	providerID string
+	// disk is the install disk, "" when none is named.
+	disk string
+	// installer is the Image Factory installer the bootstrap provider resolved, "" for none.
+	installer string
+	// network is the host's static network settings, nil for DHCP.
+	network *infrav1.HostNetwork
+	// vip is the cluster's control-plane VIP, for a control-plane host; vipLink the host's
+	// link that holds it.
+	vip     *infrav1.ControlPlaneVIP
+	vipLink string
+}
+
+// patchConfig sets the kubelet's provider-id and, unless p.disk is empty, the install disk in
 // a Talos config, each where the config's contract keeps it: the KubeletConfig and
 // UnattendedInstallConfig documents under the v1.14 contract, machine.kubelet and
 // machine.install before (writing both forms is refused by Talos). A v1.14 config that would
 // install nothing (no disk and no UnattendedInstallConfig) installs to DefaultInstallDisk. An
-// UnattendedInstallConfig it adds carries installer, the Image Factory installer the
-// bootstrap provider resolved; one the config has already gets only the disk selector.
-func patchConfig(config []byte, providerID, disk, installer string) ([]byte, error) {
+// UnattendedInstallConfig it adds carries p.installer, the Image Factory installer the
+// bootstrap provider resolved; one the config has already gets only the disk selector. The
+// host's static network and the control-plane VIP go in as networkPatches says.
+func patchConfig(config []byte, p servedPatch) ([]byte, error) {
+	providerID, disk, installer := p.providerID, p.disk, p.installer
 	cfg, err := configloader.NewFromBytes(config)
 	if err != nil {
 		return nil, fmt.Errorf("failed to load the config to patch in the provider ID: %w", err)
@@ -204,6 +294,8 @@ func patchConfig(config []byte, providerID, disk, installer string) ([]byte, err
 	} else {
 		docs = append(docs, "machine:\n  kubelet:\n    extraArgs:\n      provider-id: "+strconv.Quote(providerID)+"\n")
 	}
+	contract := configgen.NewestKind(cfg)
+	docs = append(docs, networkPatches(cfg, contract != nil && contract.MultidocNetworkConfigSupported(), p.network, p.vip, p.vipLink)...)
 	v114 := kinds["UnattendedInstallConfig"] || (kinds["KubeletConfig"] && !slices.Contains(legacy, ".machine.install"))
 	if disk == "" && v114 && !kinds["UnattendedInstallConfig"] {
 		// Under the v1.14 contract a config without an UnattendedInstallConfig installs

@@ -131,6 +131,9 @@ func (r *MachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manag
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToMachines),
 			predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
 		Watches(&infrav1.MetalHost{}, handler.EnqueueRequestsFromMapFunc(r.hostToMachines)).
+		// A changed controlPlaneVIP lets control-plane Machines waiting on it (VIPLinkUnknown) boot.
+		Watches(&infrav1.TalosMetalCluster{}, handler.EnqueueRequestsFromMapFunc(r.infraClusterToMachines),
+			predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
 		WatchesRawSource(r.ClusterCache.GetClusterSource("talosmetalmachine", r.clusterToMachines)).
 		Build(ctx, r)
 	if err != nil {
@@ -144,6 +147,19 @@ func (r *MachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manag
 func (r *MachineReconciler) clusterToMachines(ctx context.Context, o client.Object) []ctrl.Request {
 	machines := &infrav1.TalosMetalMachineList{}
 	if err := r.Client.List(ctx, machines, client.InNamespace(o.GetNamespace()), client.MatchingLabels{clusterv1.ClusterNameLabel: o.GetName()}); err != nil {
+		return nil
+	}
+	return requestsFor(machines.Items)
+}
+
+// infraClusterToMachines maps a TalosMetalCluster to the TalosMetalMachines of its Cluster.
+func (r *MachineReconciler) infraClusterToMachines(ctx context.Context, o client.Object) []ctrl.Request {
+	name := o.GetLabels()[clusterv1.ClusterNameLabel]
+	if name == "" {
+		return nil
+	}
+	machines := &infrav1.TalosMetalMachineList{}
+	if err := r.Client.List(ctx, machines, client.InNamespace(o.GetNamespace()), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err != nil {
 		return nil
 	}
 	return requestsFor(machines.Items)
@@ -408,8 +424,11 @@ func statusLost(h *infrav1.MetalHost) bool {
 }
 
 // installedAddress is the address h's node was installed at, as far as Talon's own records
-// tell: its last install boot, else m's status.
+// tell: its static address, else its last install boot, else m's status.
 func installedAddress(h *infrav1.MetalHost, m *infrav1.TalosMetalMachine) string {
+	if address := staticAddress(h); address != "" {
+		return address
+	}
 	if boot := lastBoot(h, infrav1.BootActionInstall, time.Time{}); boot != nil {
 		return boot.Address
 	}
@@ -573,6 +592,19 @@ func (r *MachineReconciler) recordBootAssets(ctx context.Context, machine *clust
 // provision boots the claimed host until it fetched its config; done says it did.
 func (r *MachineReconciler) provision(ctx context.Context, machine *clusterv1.Machine, m *infrav1.TalosMetalMachine, h *infrav1.MetalHost, claimed bool) (_ ctrl.Result, done bool, _ error) {
 	log := ctrl.LoggerFrom(ctx)
+	if util.IsControlPlaneMachine(machine) {
+		// The config the host fetches must say where the VIP goes: refuse to boot it before.
+		vip, err := controlPlaneVIP(ctx, r.Client, machine)
+		if err != nil {
+			return ctrl.Result{}, false, err
+		}
+		if vip != nil {
+			if _, err := vipLink(h, vip); err != nil {
+				infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.VIPLinkUnknownReason, "%v", err)
+				return ctrl.Result{}, false, nil
+			}
+		}
+	}
 	if err := r.recordBootAssets(ctx, machine, m, h); errors.As(err, new(noBootAssetsError)) {
 		infra.SetFalsef(m, infrav1.HostProvisionedCondition, infrav1.BootAssetsUnavailableReason, "MetalHost %s cannot boot: %v", h.Name, err)
 		return ctrl.Result{RequeueAfter: infra.RetryConflict}, false, nil
@@ -693,14 +725,18 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, cluster *cluste
 		// Do not hold the Machine (and its cluster's remediation) hostage to a dead BMC: the
 		// host is released for a wipe, which waits for its BMC.
 		log.Info("The BMC still fails; releasing the host for a wipe without powering it off", "reason", bmcProblem(h, bmcErr))
-		if err := r.release(ctx, h, true); err != nil {
+		if err := r.release(ctx, h, true, nil); err != nil {
 			return ctrl.Result{}, err
 		}
 		controllerutil.RemoveFinalizer(m, machineFinalizer)
 		return ctrl.Result{}, nil
 	}
 	release := func(needsWipe bool) (ctrl.Result, error) {
-		if err := r.release(ctx, h, needsWipe); err != nil {
+		var wiped *infrav1.HostWipe
+		if h.Status.State == infrav1.MetalHostStateDeprovisioning && !needsWipe {
+			wiped = &infrav1.HostWipe{Method: infrav1.HostWipeTalosReset, Finished: metav1.Now()}
+		}
+		if err := r.release(ctx, h, needsWipe, wiped); err != nil {
 			return ctrl.Result{}, err
 		}
 		log.Info("Released MetalHost", "needsWipe", needsWipe)
@@ -709,9 +745,10 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, cluster *cluste
 	}
 
 	if h.Status.State == infrav1.MetalHostStateDeprovisioning {
-		// Reset asked: Talos powers the host off when it has wiped it.
+		// Reset asked: Talos powers the host off when it has wiped it. (Its data disks, if
+		// it wants them wiped too, are wiped by a network boot.)
 		if state == power.StateOff {
-			return release(false)
+			return release(h.Spec.WipeDataDisks)
 		}
 		if deleting < r.ResetTimeout {
 			return ctrl.Result{RequeueAfter: infra.Converging}, nil
@@ -728,6 +765,15 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, cluster *cluste
 			return releaseFailed(m, h, err), nil
 		}
 		return release(installed)
+	}
+	if h.Spec.WipeDataDisks {
+		// One network boot wipes the system disk and, from maintenance mode where nothing
+		// is mounted, every data disk: no Talos reset first.
+		log.Info("The host wants its data disks wiped too; powering it off for a wipe")
+		if err := bmc.PowerOff(ctx); err != nil {
+			return releaseFailed(m, h, err), nil
+		}
+		return release(true)
 	}
 	address := installedAddress(h, m)
 	if address == "" {
@@ -757,8 +803,8 @@ func releaseFailed(m *infrav1.TalosMetalMachine, h *infrav1.MetalHost, err error
 
 // release gives h back to the inventory: first the record in its spec (no claim; whether it
 // needs a wipe), then its state, which the MetalHost reconciler also derives from that record
-// should this second update fail.
-func (r *MachineReconciler) release(ctx context.Context, h *infrav1.MetalHost, needsWipe bool) error {
+// should this second update fail, and the wipe that ended, if any.
+func (r *MachineReconciler) release(ctx context.Context, h *infrav1.MetalHost, needsWipe bool, wiped *infrav1.HostWipe) error {
 	before := h.DeepCopy()
 	h.Spec.ConsumerRef = nil
 	h.Spec.NeedsWipe = needsWipe
@@ -767,6 +813,9 @@ func (r *MachineReconciler) release(ctx context.Context, h *infrav1.MetalHost, n
 	}
 	before = h.DeepCopy()
 	h.Status.WipeRequested = nil
+	if wiped != nil {
+		h.Status.LastWipe = wiped
+	}
 	h.Status.State = infrav1.MetalHostStateAvailable
 	if needsWipe {
 		h.Status.State = infrav1.MetalHostStateDeprovisioning
@@ -807,7 +856,7 @@ func (r *MachineReconciler) deleteOrphan(ctx context.Context, m *infrav1.TalosMe
 		if bmc, err := bmcOf(ctx, r.Client, r.BMC, h); err == nil {
 			_ = bmc.PowerOff(ctx)
 		}
-		if err := r.release(ctx, h, mayHoldNode(h, m)); err != nil {
+		if err := r.release(ctx, h, mayHoldNode(h, m), nil); err != nil {
 			return ctrl.Result{}, err
 		}
 	}

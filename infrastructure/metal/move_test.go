@@ -202,9 +202,12 @@ func TestMoveMetalCluster(t *testing.T) {
 		g.Expect(h.Spec.ConsumerRef).To(BeNil())
 		g.Expect(h.Spec.NeedsWipe).To(BeFalse(), "reset through Talos, not powered off for a wipe")
 		g.Expect(h.Status.PowerState).To(Equal("Off"))
+		g.Expect(h.Status.LastWipe).NotTo(BeNil())
+		g.Expect(h.Status.LastWipe.Method).To(Equal(infrav1.HostWipeTalosReset))
 	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	_, err = os.Stat(filepath.Join(l.Hosts["worker-1"].StateDir, "config.yaml"))
 	g.Expect(os.IsNotExist(err)).To(BeTrue(), "the reset wiped the worker's disk")
+	g.Expect(l.Hosts["worker-1"].DataDiskHoldsData()).To(BeTrue(), "without spec.wipeDataDisks a data disk keeps its data")
 	// Meanwhile no other host got a power request from either plane.
 	for name, h := range l.Hosts {
 		if name != "worker-1" {

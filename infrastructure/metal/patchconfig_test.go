@@ -20,6 +20,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	talosconfig "github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
@@ -47,7 +48,7 @@ func TestServedConfigKeepsItsContract(t *testing.T) {
 			}, configgen.Machine{Spec: spec, Mode: configgen.ModeMetal})
 			g.Expect(err).NotTo(HaveOccurred())
 
-			served, err := patchConfig(rendered, "talon-metal://ns/host-1", "/dev/nvme0n1", installer)
+			served, err := patchConfig(rendered, servedPatch{providerID: "talon-metal://ns/host-1", disk: "/dev/nvme0n1", installer: installer})
 			g.Expect(err).NotTo(HaveOccurred())
 			_, err = configgen.Validate(served, configgen.ModeMetal, contract)
 			g.Expect(err).NotTo(HaveOccurred())
@@ -81,7 +82,7 @@ func TestServedV114ConfigAlwaysInstalls(t *testing.T) {
 	}
 	t.Run("no disk anywhere", func(t *testing.T) {
 		g := NewWithT(t)
-		served, err := patchConfig(render(g), "talon-metal://ns/host-1", "", installer)
+		served, err := patchConfig(render(g), servedPatch{providerID: "talon-metal://ns/host-1", disk: "", installer: installer})
 		g.Expect(err).NotTo(HaveOccurred())
 		cfg, err := configloader.NewFromBytes(served)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -93,7 +94,7 @@ func TestServedV114ConfigAlwaysInstalls(t *testing.T) {
 		g := NewWithT(t)
 		const own = "registry.example.com/talos/installer:v1.14.1"
 		rendered := render(g, "apiVersion: v1alpha1\nkind: UnattendedInstallConfig\nprovisioning:\n  diskSelector:\n    match: disk.size > 1u * TB\n  wipe: true\ninstaller:\n  image: "+own+"\n")
-		served, err := patchConfig(rendered, "talon-metal://ns/host-1", "/dev/nvme0n1", installer)
+		served, err := patchConfig(rendered, servedPatch{providerID: "talon-metal://ns/host-1", disk: "/dev/nvme0n1", installer: installer})
 		g.Expect(err).NotTo(HaveOccurred())
 		cfg, err := configloader.NewFromBytes(served)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -118,4 +119,173 @@ func TestInstallDiskPrecedence(t *testing.T) {
 			t.Errorf("host %q, machine %q: installs to %q, want %q", tc.host, tc.machine, got, tc.want)
 		}
 	}
+}
+
+// TestServedConfigHasTheHostNetwork: a host's static network and the cluster's VIP reach the
+// config served to a control-plane host in the form its Talos version reads (documents from
+// v1.12, machine.network before), the result is a config such a node accepts, and a VIP the
+// config already shares is not added twice.
+func TestServedConfigHasTheHostNetwork(t *testing.T) {
+	network := &infrav1.HostNetwork{
+		Interfaces: []infrav1.HostInterface{
+			{Name: "lan", MACAddress: "02:42:10:99:07:01", Addresses: []string{"10.99.7.21/24"}, Gateway: "10.99.7.1"},
+			{Name: "storage", MACAddress: "02:42:10:99:07:81", Addresses: []string{"10.98.0.21/16", "fd00::21/64"}},
+		},
+		Nameservers: []string{"10.99.7.53", "fd00::53"},
+	}
+	host := &infrav1.MetalHost{Spec: infrav1.MetalHostSpec{Network: network}}
+	vip := &infrav1.ControlPlaneVIP{Address: "10.99.7.50"}
+	link, err := vipLink(host, vip)
+	if err != nil || link != "lan" {
+		t.Fatalf("the VIP is on %q (%v), want the interface on its network, lan", link, err)
+	}
+	if got := staticAddress(host); got != "10.99.7.21" {
+		t.Fatalf("the host's address is %q, want its first static address", got)
+	}
+	for _, version := range []string{"v1.11", "v1.12", "v1.14"} {
+		t.Run(version, func(t *testing.T) {
+			g := NewWithT(t)
+			contract, err := configgen.ParseContract(version)
+			g.Expect(err).NotTo(HaveOccurred())
+			rendered, err := configgen.Render(simtest.Bundle(), configgen.Cluster{
+				Name: "metal", Endpoint: configgen.Endpoint{Host: vip.Address, Port: 6443}, KubernetesVersion: simtest.KubernetesVersion,
+			}, configgen.Machine{Spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane, TalosVersion: version}, Mode: configgen.ModeMetal})
+			g.Expect(err).NotTo(HaveOccurred())
+			p := servedPatch{providerID: "talon-metal://ns/cp-1", network: network, vip: vip, vipLink: link}
+			served, err := patchConfig(rendered, p)
+			g.Expect(err).NotTo(HaveOccurred())
+			_, err = configgen.Validate(served, configgen.ModeMetal, contract)
+			g.Expect(err).NotTo(HaveOccurred(), "%s", served)
+			cfg, err := configloader.NewFromBytes(served)
+			g.Expect(err).NotTo(HaveOccurred())
+
+			type iface struct {
+				selector, gateway string
+				addresses         []string
+			}
+			var got []iface
+			var vips []string
+			nameservers := make([]string, 0, len(network.Nameservers))
+			if contract.MultidocNetworkConfigSupported() {
+				aliases := map[string]string{}
+				for _, a := range cfg.NetworkLinkAliasConfigs() {
+					aliases[a.Name()] = a.LinkSelector().String()
+				}
+				for _, l := range cfg.NetworkCommonLinkConfigs() {
+					i := iface{selector: aliases[l.Name()]}
+					for _, a := range l.Addresses() {
+						i.addresses = append(i.addresses, a.Address().String())
+					}
+					for _, r := range l.Routes() {
+						if gw, ok := r.Gateway().Get(); ok {
+							i.gateway = gw.String()
+						}
+					}
+					g.Expect(l.Up().ValueOr(false)).To(BeTrue())
+					got = append(got, i)
+				}
+				for _, v := range cfg.NetworkVirtualIPConfigs() {
+					vips = append(vips, v.Link()+" "+v.VIP().String())
+				}
+			} else {
+				g.Expect(configgen.NewestKind(cfg)).To(BeNil(), "no document a %s node does not know:\n%s", version, served)
+				for _, d := range cfg.Machine().Network().Devices() {
+					i := iface{selector: d.Selector().HardwareAddress(), addresses: d.Addresses()}
+					for _, r := range d.Routes() {
+						i.gateway = r.Gateway()
+					}
+					got = append(got, i)
+					if d.VIPConfig() != nil {
+						vips = append(vips, d.Selector().HardwareAddress()+" "+d.VIPConfig().IP())
+					}
+				}
+			}
+			want := []iface{
+				{selector: "02:42:10:99:07:01", addresses: []string{"10.99.7.21/24"}, gateway: "10.99.7.1"},
+				{selector: "02:42:10:99:07:81", addresses: []string{"10.98.0.21/16", "fd00::21/64"}},
+			}
+			wantVIP := "02:42:10:99:07:01 10.99.7.50"
+			if contract.MultidocNetworkConfigSupported() {
+				want[0].selector = `mac(link.permanent_addr) == "02:42:10:99:07:01"`
+				want[1].selector = `mac(link.permanent_addr) == "02:42:10:99:07:81"`
+				wantVIP = "lan 10.99.7.50"
+			}
+			for _, ns := range cfg.NetworkResolverConfig().Resolvers() {
+				nameservers = append(nameservers, ns.Addr.String())
+			}
+			g.Expect(got).To(Equal(want), "%s", served)
+			g.Expect(vips).To(Equal([]string{wantVIP}))
+			g.Expect(nameservers).To(Equal(network.Nameservers))
+		})
+	}
+
+	// The config served to a host is valid whatever the Machine's own patches set: its own
+	// VIP (the talos-metal ClusterClass's), resolver settings in machine.network (refused
+	// beside a ResolverConfig), or a VIP on a link that is not a static interface (which then
+	// keeps DHCP: a config with a LinkConfig runs none on the links it does not name).
+	for _, tc := range []struct {
+		name, version, patch string
+		vip                  *infrav1.ControlPlaneVIP
+		check                func(g Gomega, cfg talosconfig.Provider)
+	}{
+		{
+			name: "the config's own VIP", version: "v1.14", vip: vip,
+			patch: "apiVersion: v1alpha1\nkind: Layer2VIPConfig\nname: 10.99.7.50\nlink: lan\n",
+			check: func(g Gomega, cfg talosconfig.Provider) { g.Expect(cfg.NetworkVirtualIPConfigs()).To(HaveLen(1)) },
+		},
+		{
+			name: "name servers in machine.network", version: "v1.12", vip: vip,
+			patch: "machine:\n  network:\n    nameservers: [192.0.2.53]\n",
+			check: func(g Gomega, cfg talosconfig.Provider) {
+				got := make([]string, 0, 3)
+				for _, ns := range cfg.NetworkResolverConfig().Resolvers() {
+					got = append(got, ns.Addr.String())
+				}
+				g.Expect(got).To(ConsistOf("192.0.2.53", "10.99.7.53", "fd00::53"))
+			},
+		},
+		{
+			name: "a VIP on a DHCP link", version: "v1.14", vip: &infrav1.ControlPlaneVIP{Address: "192.168.1.50", Link: "eth1"},
+			check: func(g Gomega, cfg talosconfig.Provider) {
+				dhcp := make([]string, 0, 1)
+				for _, d := range cfg.NetworkDHCPConfigs() {
+					dhcp = append(dhcp, d.Name())
+				}
+				g.Expect(dhcp).To(ConsistOf("eth1"))
+				g.Expect(cfg.NetworkVirtualIPConfigs()[0].Link()).To(Equal("eth1"))
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			contract, err := configgen.ParseContract(tc.version)
+			g.Expect(err).NotTo(HaveOccurred())
+			spec := bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeControlPlane, TalosVersion: tc.version}
+			if tc.patch != "" {
+				spec.StrategicPatches = []string{tc.patch}
+			}
+			rendered, err := configgen.Render(simtest.Bundle(), configgen.Cluster{
+				Name: "metal", Endpoint: configgen.Endpoint{Host: tc.vip.Address, Port: 6443}, KubernetesVersion: simtest.KubernetesVersion,
+			}, configgen.Machine{Spec: spec, Mode: configgen.ModeMetal})
+			g.Expect(err).NotTo(HaveOccurred())
+			link, err := vipLink(host, tc.vip)
+			g.Expect(err).NotTo(HaveOccurred())
+			served, err := patchConfig(rendered, servedPatch{providerID: "talon-metal://ns/cp-1", network: network, vip: tc.vip, vipLink: link})
+			g.Expect(err).NotTo(HaveOccurred())
+			_, err = configgen.Validate(served, configgen.ModeMetal, contract)
+			g.Expect(err).NotTo(HaveOccurred(), "%s", served)
+			cfg, err := configloader.NewFromBytes(served)
+			g.Expect(err).NotTo(HaveOccurred())
+			tc.check(g, cfg)
+		})
+	}
+
+	t.Run("a VIP on no static network", func(t *testing.T) {
+		g := NewWithT(t)
+		_, err := vipLink(host, &infrav1.ControlPlaneVIP{Address: "192.168.1.50"})
+		g.Expect(err).To(MatchError(ContainSubstring("set controlPlaneVIP.link")))
+		link, err := vipLink(host, &infrav1.ControlPlaneVIP{Address: "192.168.1.50", Link: "eth1"})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(link).To(Equal("eth1"))
+	})
 }

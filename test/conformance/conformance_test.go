@@ -108,12 +108,20 @@ func TestTalosctl(t *testing.T) {
 	require.Layer(t, envtest.Layer, err)
 
 	dir := t.TempDir()
+	// The worker has a data disk, sdb, holding a file.
+	disks := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(disks, "sdb"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(disks, "sdb", "data"), []byte("data\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, address := range append(append([]string(nil), controlPlanes...), worker) {
 		// The worker is a bare-metal node, which Talos upgrades; control-plane nodes run as
 		// containers, which it does not.
-		mode := configgen.ModeContainer
+		mode, disksDir := configgen.ModeContainer, ""
 		if address == worker {
-			mode = configgen.ModeMetal
+			mode, disksDir = configgen.ModeMetal, disks
 		}
 		// A reboot keeps the node down for 3 s: talosctl's tracker looks for the node's new
 		// boot once a second and, finding it up already, would wait only for events newer
@@ -122,7 +130,7 @@ func TestTalosctl(t *testing.T) {
 		// upgrade Kubernetes on nodes newer than itself ("compatibility with version 1.14.1 is
 		// not supported"), as it should.
 		n, err := sim.NewNode(sim.Options{
-			Address: address, StateDir: t.TempDir(), BinDir: envtest.BinDir(), RebootDelay: 3 * time.Second, Mode: mode,
+			Address: address, StateDir: t.TempDir(), DisksDir: disksDir, BinDir: envtest.BinDir(), RebootDelay: 3 * time.Second, Mode: mode,
 			TalosVersion: conformanceTalosVersion,
 			Log:          testr.NewWithOptions(t, testr.Options{Verbosity: 1}),
 		})
@@ -519,10 +527,22 @@ func TestTalosctl(t *testing.T) {
 				g.Expect(bootID(g, c, worker)).NotTo(Equal(before))
 				g.Expect(c.ok(g, on(worker, "get", "machinestatus", "-o", "yaml")...)).To(MatchRegexp(`(?m)^\s+ready: true$`))
 			}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+			// The disk the node runs from is not wiped.
+			out, err = c.run(on(worker, "wipe", "disk", "sda")...)
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(out).To(ContainSubstring(`code = FailedPrecondition desc = blockdevice "sda" is in use by volume`))
 			// A full reset with a reboot: talosctl waits until the node answers in maintenance mode.
 			c.ok(g, on(worker, "reset", "--reboot", "--graceful=false")...)
 			out = c.ok(g, on(worker, "get", "disks", "--insecure")...)
 			g.Expect(out).To(MatchRegexp(`(?m)^\s+runtime\s+Disk\s+sda\s`))
+			g.Expect(out).To(MatchRegexp(`(?m)^\s+runtime\s+Disk\s+sdb\s`))
+			// The reset kept the data disk; in maintenance mode it is wiped on request.
+			g.Expect(filepath.Join(disks, "sdb", "data")).To(BeAnExistingFile())
+			out, err = c.run(on(worker, "wipe", "disk", "sdz", "--insecure")...)
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(out).To(ContainSubstring(`code = NotFound desc = blockdevice "sdz" not found`))
+			c.ok(g, on(worker, "wipe", "disk", "sdb", "--insecure")...)
+			g.Expect(filepath.Join(disks, "sdb", "data")).NotTo(BeAnExistingFile())
 		}},
 		{"etcd forfeit-leadership", func(g Gomega) {
 			members, leader := etcdStatus(g, c)

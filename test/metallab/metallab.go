@@ -102,10 +102,16 @@ type Host struct {
 	Address  string
 	Password string
 	Sim      *sim.Host
-	// StateDir is the host's disk.
+	// StateDir is the host's system disk.
 	StateDir string
+	// DisksDir holds the host's data disk, sdb, which holds a file from the start.
+	DisksDir string
+	// WipeDataDisks is the MetalHost's spec.wipeDataDisks.
+	WipeDataDisks bool
 	// InstallDisk is the MetalHost's install-disk hint, if any.
 	InstallDisk string
+	// Network is the MetalHost's static network settings, if any.
+	Network *infrav1.HostNetwork
 }
 
 // New makes a bridge with the boot service's address; it is deleted when the test ends.
@@ -164,10 +170,16 @@ func (l *Lab) AddHost(ctx context.Context, name string, i int, ipmi bool, log lo
 	t.Helper()
 	nic, mac := l.AddNIC(i)
 	h := &Host{Name: name, NIC: nic, MAC: mac, Password: "pw-" + rand.Text()[:12]}
-	h.StateDir = t.TempDir()
+	h.StateDir, h.DisksDir = t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(h.DisksDir, DataDisk), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(h.DisksDir, DataDisk, "data"), []byte("an earlier owner's data\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var err error
 	h.Sim, err = sim.NewHost(sim.HostOptions{
-		Interface: h.NIC, StateDir: h.StateDir, BinDir: envtest.BinDir(),
+		Interface: h.NIC, StateDir: h.StateDir, DisksDir: h.DisksDir, BinDir: envtest.BinDir(),
 		OnPowerOff: func() { h.BMC.SetPower("1", false) },
 		Log:        log.WithValues("name", name),
 	})
@@ -203,6 +215,15 @@ func (l *Lab) AddHost(ctx context.Context, name string, i int, ipmi bool, log lo
 	return h
 }
 
+// DataDisk is the data disk every lab host has, as Talos names it.
+const DataDisk = "sdb"
+
+// DataDiskHoldsData reports whether h's data disk holds anything.
+func (h *Host) DataDiskHoldsData() bool {
+	entries, err := os.ReadDir(filepath.Join(h.DisksDir, DataDisk))
+	return err == nil && len(entries) > 0
+}
+
 // Register creates the MetalHost and BMC credentials Secret of h, labelled with role.
 func (l *Lab) Register(c client.Client, h *Host, role string) {
 	t := l.t
@@ -219,6 +240,8 @@ func (l *Lab) Register(c client.Client, h *Host, role string) {
 			BootMACAddresses: []string{h.MAC.String()},
 			BMC:              &infrav1.BMCSpec{Address: h.Address, CredentialsName: secret.Name},
 			InstallDisk:      h.InstallDisk,
+			Network:          h.Network,
+			WipeDataDisks:    h.WipeDataDisks,
 		},
 	}
 	g.Expect(c.Create(t.Context(), host)).To(gomega.Succeed())

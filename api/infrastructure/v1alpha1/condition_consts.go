@@ -90,6 +90,9 @@ const (
 	// BootingReason: the host was power-cycled into a network boot and has not fetched its
 	// config yet.
 	BootingReason = "Booting"
+	// VIPLinkUnknownReason: the Machine is a control-plane Machine of a cluster with a VIP,
+	// and Talon cannot tell which link of its host holds it.
+	VIPLinkUnknownReason = "VIPLinkUnknown"
 	// HostNotBootingReason: the host did not network-boot within the boot timeout.
 	HostNotBootingReason = "HostNotBooting"
 	// PowerStateMismatchReason: the BMC reports a power state other than the one requested.

@@ -58,6 +58,16 @@ type MetalHostSpec struct {
 	// +kubebuilder:validation:Pattern=`^/dev/[A-Za-z0-9/_.:-]+$`
 	InstallDisk string `json:"installDisk,omitempty"`
 
+	// network gives the host static addresses, routes and name servers: the config Talon
+	// serves it sets them (as LinkAliasConfig, LinkConfig and ResolverConfig documents under
+	// the Talos 1.12+ contract, machine.network before), and the host's Machine has its first
+	// address. Without it the host's addresses come from DHCP; with it, under Talos 1.12+,
+	// interfaces it does not list run no DHCP. The host still network-boots with DHCP; the
+	// static addresses replace the lease once Talos has its config. Change it only while the
+	// host is not provisioned.
+	// +optional
+	Network *HostNetwork `json:"network,omitempty"`
+
 	// consumerRef is the TalosMetalMachine that claimed the host. Talon sets it when a
 	// Machine claims the host and clears it once the Machine released the host; do not set
 	// it by hand. It lives in spec, not status, so that clusterctl move and a restore from a
@@ -71,6 +81,74 @@ type MetalHostSpec struct {
 	// sets and clears it; clear it by hand only after wiping the host's disks yourself.
 	// +optional
 	NeedsWipe bool `json:"needsWipe,omitempty"`
+
+	// wipeDataDisks makes Talon wipe the host's data disks too, not only its system disk,
+	// before the host is reused. A Machine that releases the host powers it off instead of
+	// resetting it through Talos, and every wipe then network-boots it into Talos'
+	// maintenance mode with the system-disk wipe and wipes every other writable disk Talos
+	// finds (CD-ROMs, read-only and virtual devices excepted) through the Talos API, erasing
+	// their partition tables and filesystem signatures. status.lastWipe names the disks
+	// wiped. Without it a released host's data disks keep what they hold. It applies from the
+	// next release on.
+	// +optional
+	WipeDataDisks bool `json:"wipeDataDisks,omitempty"`
+}
+
+// HostNetwork is a host's static network configuration.
+type HostNetwork struct {
+	// interfaces are the host's statically addressed network interfaces, each found by its
+	// MAC address.
+	// +required
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(i, self.exists_one(j, j.macAddress == i.macAddress))",message="each interface has a MAC address of its own"
+	Interfaces []HostInterface `json:"interfaces,omitempty"`
+
+	// nameservers are the DNS servers the host uses, e.g. 10.0.0.53.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:items:MaxLength=45
+	// +kubebuilder:validation:items:XValidation:rule="isIP(self)",message="a name server is an IP address"
+	Nameservers []string `json:"nameservers,omitempty"`
+}
+
+// HostInterface is one statically addressed network interface of a host.
+type HostInterface struct {
+	// name is the name Talos gives the interface, through a LinkAliasConfig that selects it by
+	// its MAC address. Other documents of the config (a VIP, a VLAN) can name it, and so can
+	// a TalosMetalCluster's controlPlaneVIP.link.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9_-]*$`
+	Name string `json:"name,omitempty"`
+
+	// macAddress is the interface's permanent MAC address, lower case.
+	// +required
+	// +kubebuilder:validation:MaxLength=17
+	// +kubebuilder:validation:Pattern=`^([0-9a-f]{2}:){5}[0-9a-f]{2}$`
+	MACAddress string `json:"macAddress,omitempty"`
+
+	// addresses are the interface's addresses with their prefix length, e.g. 10.0.0.11/24.
+	// The first one of the host's first interface is its Machine's address (and the Talos
+	// API's); on hosts with several interfaces, pin the kubelet's and etcd's to it with the
+	// Machine's config patches.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=49
+	// +kubebuilder:validation:items:XValidation:rule="isCIDR(self)",message="an address is an IP address with its prefix length, e.g. 10.0.0.11/24"
+	Addresses []string `json:"addresses,omitempty"`
+
+	// gateway is the default route's gateway through this interface, if any.
+	// +optional
+	// +kubebuilder:validation:MaxLength=45
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="the gateway is an IP address"
+	Gateway string `json:"gateway,omitempty"`
 }
 
 // BMCSpec is the address and credentials of a host's baseboard management controller.
@@ -136,15 +214,18 @@ const (
 )
 
 // BootAction is what a host was told to do when it network-booted.
-// +kubebuilder:validation:Enum=Install;Wipe;Disk
+// +kubebuilder:validation:Enum=Install;Wipe;Maintenance;Disk
 type BootAction string
 
 // The boot actions of a BootRecord.
 const (
 	// BootActionInstall booted Talos with a one-time config URL.
 	BootActionInstall BootAction = "Install"
-	// BootActionWipe booted Talos to wipe the system disk into maintenance mode.
+	// BootActionWipe booted Talos to wipe the system disk; Talos reboots when it is done.
 	BootActionWipe BootAction = "Wipe"
+	// BootActionMaintenance booted Talos with no config, into maintenance mode: the boot
+	// after a wipe boot, where Talon checks the wipe and wipes the data disks.
+	BootActionMaintenance BootAction = "Maintenance"
 	// BootActionDisk told iPXE to boot the installed disk.
 	BootActionDisk BootAction = "Disk"
 )
@@ -182,6 +263,41 @@ type BootRecord struct {
 	// configDelivered is true once the host fetched its one-time config.
 	// +optional
 	ConfigDelivered bool `json:"configDelivered,omitempty"`
+}
+
+// HostWipeMethod is how a host was wiped.
+// +kubebuilder:validation:Enum=TalosReset;NetworkBoot
+type HostWipeMethod string
+
+const (
+	// HostWipeTalosReset is a reset through the Talos API of the node the host ran: Talos
+	// wiped its system disk and powered it off.
+	HostWipeTalosReset HostWipeMethod = "TalosReset"
+	// HostWipeNetworkBoot is a network boot into Talos with talos.experimental.wipe=system,
+	// which wipes the system disk, then (with spec.wipeDataDisks) wipes through the Talos API
+	// in maintenance mode.
+	HostWipeNetworkBoot HostWipeMethod = "NetworkBoot"
+)
+
+// HostWipe records a wipe of a host.
+type HostWipe struct {
+	// method is how the host was wiped.
+	// +required
+	Method HostWipeMethod `json:"method,omitempty"`
+
+	// finished is when the wipe ended.
+	// +required
+	Finished metav1.Time `json:"finished,omitempty,omitzero"`
+
+	// disks are the disks Talon wiped through the Talos API after the system-disk wipe, by
+	// device path (for example /dev/sdb): with spec.wipeDataDisks every writable disk Talos
+	// found, the already wiped system disk among them when Talos did not report it as its
+	// system disk.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=512
+	// +kubebuilder:validation:items:MaxLength=256
+	Disks []string `json:"disks,omitempty"`
 }
 
 // MetalHostStatus is the observed state of a bare-metal server.
@@ -229,6 +345,10 @@ type MetalHostStatus struct {
 	// wipeRequested is when Talon last network-booted the host to wipe it.
 	// +optional
 	WipeRequested *metav1.Time `json:"wipeRequested,omitempty"`
+
+	// lastWipe is how Talon last wiped the host, and when.
+	// +optional
+	LastWipe *HostWipe `json:"lastWipe,omitempty"`
 
 	// boots are the host's last network boots through Talon's boot service, newest last.
 	// +optional

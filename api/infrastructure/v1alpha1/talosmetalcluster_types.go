@@ -27,6 +27,34 @@ type TalosMetalClusterSpec struct {
 	// controlPlaneEndpoint is the address clients use to reach the cluster's API servers.
 	// +optional
 	ControlPlaneEndpoint clusterv1.APIEndpoint `json:"controlPlaneEndpoint,omitempty,omitzero"`
+
+	// controlPlaneVIP is a shared address Talos keeps on one control-plane node at a time (a
+	// Layer 2 VIP, elected through etcd): the config Talon serves each control-plane host
+	// holds it. Set controlPlaneEndpoint.host to it. The VIP moves to another control-plane
+	// node within about a minute when its holder goes down; it needs the nodes on one Layer 2
+	// segment.
+	// +optional
+	ControlPlaneVIP *ControlPlaneVIP `json:"controlPlaneVIP,omitempty"`
+}
+
+// ControlPlaneVIP is a Talos shared VIP for the control-plane endpoint.
+type ControlPlaneVIP struct {
+	// address is the VIP, an unused address on the control-plane hosts' network. It cannot
+	// change: the cluster's certificates and kubeconfigs name it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=45
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="the VIP is an IP address"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="the VIP cannot change: the cluster's certificates and kubeconfigs name it"
+	Address string `json:"address,omitempty"`
+
+	// link is the network link that holds the VIP on every control-plane host, e.g. eth0 or
+	// the name of a MetalHost's static interface. When empty, each host holds it on its static
+	// interface whose addresses' network contains the VIP.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=15
+	Link string `json:"link,omitempty"`
 }
 
 // TalosMetalClusterStatus is the observed state of the cluster's shared infrastructure.

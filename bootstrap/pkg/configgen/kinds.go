@@ -102,6 +102,19 @@ func UnknownDocument(cfg config.Provider, contract *config.VersionContract) *Unk
 	return nil
 }
 
+// NewestKind is the contract of the Talos version that added the newest document kind cfg
+// holds: cfg is a config for that version or a later one. nil when every kind is known to
+// every version Talon renders for.
+func NewestKind(cfg config.Provider) *config.VersionContract {
+	var newest *config.VersionContract
+	for _, doc := range cfg.Documents() {
+		if since, ok := kindSince[doc.Kind()]; ok && (newest == nil || since.Greater(newest)) {
+			newest = since
+		}
+	}
+	return newest
+}
+
 // legacyFields are the v1alpha1 fields whose settings the v1.14 contract writes into
 // documents of their own (KubeletConfig, UnattendedInstallConfig, SysctlConfig, the Kube*
 // documents, DiscoveryServiceConfig and DiscoveryIdentityConfig).

@@ -42,6 +42,7 @@ import (
 	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
 	"github.com/talon-capi/talon/controlplane/pkg/controlplane"
 	"github.com/talon-capi/talon/controlplane/pkg/talosclient"
+	"github.com/talon-capi/talon/infrastructure/metal"
 )
 
 // The steps of an in-place update of one node. Each is recorded on the Machine
@@ -379,6 +380,13 @@ func (r *Reconciler) configAndData(ctx context.Context, s *scope, m *clusterv1.M
 	return config, secret, nil
 }
 
+// nodeConfig is the config m's node is to run: the data in secret as m's infrastructure
+// serves it. Talon's boot service adds a bare-metal host's own settings (its static
+// addresses, the VIP, its provider ID and install disk), which the node keeps.
+func (r *Reconciler) nodeConfig(ctx context.Context, m *clusterv1.Machine, secret *corev1.Secret) ([]byte, error) {
+	return metal.ServedConfig(ctx, r.Client, m, secret)
+}
+
 // stopped stops the rollout at m's step with a message naming the node and the step.
 func stopped(s *scope, m *clusterv1.Machine, step string, err error) {
 	s.blocked = fmt.Sprintf("In-place update stopped at Machine %s (node %s), step %s: %v", m.Name, controlplane.MachineAddress(m), step, err)
@@ -417,7 +425,11 @@ func (r *Reconciler) updateStep(ctx context.Context, s *scope, m *clusterv1.Mach
 	}
 	defer node.Close() //nolint:errcheck // a client connection
 
-	data := secret.Data["value"]
+	data, err := r.nodeConfig(ctx, m, secret)
+	if err != nil {
+		stopped(s, m, rec.Step, err)
+		return ctrl.Result{RequeueAfter: unhealthyRecheck}, nil
+	}
 	switch rec.Step {
 	case stepRender:
 		if secret.Annotations[bootstrapv1.RenderedForAnnotation] != configgen.RenderedFor(desiredConfigSpec(s.tcp), rec.Version) {

@@ -305,7 +305,10 @@ func (r *Reconciler) workerStep(ctx context.Context, u *workerUpdate, version st
 	next := func(rec inPlaceRecord) (string, int32, error) {
 		return fmt.Sprintf("Step %s", rec.Step), workerRetry, r.writeRecordMarked(ctx, m, rec, false)
 	}
-	data := u.secret.Data["value"]
+	data, err := r.nodeConfig(ctx, m, u.secret)
+	if err != nil {
+		return stop(err)
+	}
 
 	switch rec.Step {
 	case stepRender:

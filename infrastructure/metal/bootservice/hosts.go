@@ -58,8 +58,11 @@ const (
 	// BootActionDisk makes iPXE exit so the firmware boots the next device, the installed disk.
 	BootActionDisk BootAction = "Disk"
 	// BootActionWipe boots the Talos kernel and initramfs with talos.experimental.wipe=system
-	// and no config: Talos wipes the system disk and waits in maintenance mode.
+	// and no config: Talos wipes the system disk and reboots.
 	BootActionWipe BootAction = "Wipe"
+	// BootActionMaintenance boots the Talos kernel and initramfs with no config: Talos waits
+	// in maintenance mode.
+	BootActionMaintenance BootAction = "Maintenance"
 )
 
 // Host is what the boot service needs to know about one host it serves.
@@ -143,7 +146,7 @@ func (h *Host) validate() error {
 	default:
 		return fmt.Errorf("host %s has unsupported architecture %q", h.Name, h.Arch)
 	}
-	if h.Action != BootActionInstall && h.Action != BootActionWipe {
+	if h.Action != BootActionInstall && h.Action != BootActionWipe && h.Action != BootActionMaintenance {
 		return nil
 	}
 	if h.Kernel == "" || h.Initramfs == "" {

@@ -199,8 +199,11 @@ func (h *httpHandler) serveScript(w http.ResponseWriter, r *http.Request) {
 		}
 		script = installScript(host, h.baseURL, configURL(h.baseURL, token, mac))
 	}
-	if host.Action == BootActionWipe {
+	switch host.Action {
+	case BootActionWipe:
 		script = wipeScript(host, h.baseURL)
+	case BootActionMaintenance:
+		script = maintenanceScript(host, h.baseURL)
 	}
 	log.V(4).Info("Serving iPXE script", "host", host.Name.String(), "mac", mac.String(), "action", string(host.Action))
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -98,16 +98,22 @@ func installScript(host *Host, baseURL *url.URL, configURL string) string {
 	return bootScript(host, baseURL, "install", "talos.config="+configURL)
 }
 
-// wipeScript returns the iPXE script that boots host's Talos kernel to wipe the system disk
-// into maintenance mode.
+// wipeScript returns the iPXE script that boots host's Talos kernel to wipe the system disk;
+// Talos reboots when it is done.
 func wipeScript(host *Host, baseURL *url.URL) string {
 	return bootScript(host, baseURL, "wipe", WipeKernelArg)
 }
 
-// bootScript returns the iPXE script that boots host's Talos kernel with extra as the last
-// kernel argument; what names the boot in a comment.
-func bootScript(host *Host, baseURL *url.URL, what, extra string) string {
-	args := append(kernelArgs(host), extra)
+// maintenanceScript returns the iPXE script that boots host's Talos kernel with no config,
+// into maintenance mode.
+func maintenanceScript(host *Host, baseURL *url.URL) string {
+	return bootScript(host, baseURL, "maintenance")
+}
+
+// bootScript returns the iPXE script that boots host's Talos kernel with extra as its last
+// kernel arguments; what names the boot in a comment.
+func bootScript(host *Host, baseURL *url.URL, what string, extra ...string) string {
+	args := append(kernelArgs(host), extra...)
 	var b strings.Builder
 	b.WriteString("#!ipxe\n")
 	fmt.Fprintf(&b, "# Talon: %s %s\n", what, host.Name)
