@@ -152,14 +152,15 @@ SLOW_TEST_PACKAGES := $(addprefix github.com/talon-capi/talon/,controlplane/reco
 TEST_JSON := $(OUT)/test-events.json
 
 .PHONY: test-go
-test-go: $(TOOLS) build $(if $(findstring docker,$(TALON_REQUIRE)),sim-image) $(if $(findstring kubelet,$(TALON_REQUIRE)),pause-image docker-build sidero-images cert-manager) ## Run the Go tests (unit and envtest) with gotestsum, then list the tests that took over a minute
+test-go: $(TOOLS) build $(if $(findstring docker,$(TALON_REQUIRE)),sim-image) $(if $(findstring kubelet,$(TALON_REQUIRE)),pause-image docker-build sidero-images cert-manager) ## Run the Go tests (unit and envtest) with gotestsum, then list the tests that took over a minute and, last, the ones that failed
 	@mkdir -p $(OUT)
 	@# The end-to-end and deployed tests run this build's programs from bin/ (test/clusters.Programs).
 	packages=$$(go list ./... | grep -vxF $(addprefix -e ,$(SLOW_TEST_PACKAGES))); \
 	KUBEBUILDER_ASSETS=$(BIN) TALON_PROGRAMS_DIR=$(BIN) TALON_REQUIRE=$(TALON_REQUIRE) TALON_SIM_IMAGE=$(SIM_IMAGE) TALON_PAUSE_IMAGE=$(PAUSE_IMAGE) \
 		$(GOTESTSUM) --format testname --format-hide-empty-pkg --jsonfile $(TEST_JSON) -- -count=1 -timeout $(TEST_TIMEOUT) \
 		$(SLOW_TEST_PACKAGES) $$packages || status=$$?; \
-		echo "Tests over a minute:"; $(GOTESTSUM) tool slowest --jsonfile $(TEST_JSON) --threshold 60s; exit $${status:-0}
+		echo "Tests over a minute:"; $(GOTESTSUM) tool slowest --jsonfile $(TEST_JSON) --threshold 60s; \
+		go run ./hack/testfailures $(TEST_JSON) || true; exit $${status:-0}
 
 .PHONY: test-e2e
 test-e2e: release-manifests tools build sim-image pause-image docker-build sidero-images cert-manager ## Run only the end-to-end suite (talon up --managers pods, clusterctl init/describe/move, talon down)

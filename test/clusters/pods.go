@@ -179,9 +179,9 @@ func ExpectNoRefusals(t *testing.T, p *plane.Plane, killed ...string) {
 	// cert-manager's three, Cluster API's, the infrastructure provider's, and Talon's or
 	// Sidero's bootstrap and control-plane managers.
 	g.Expect(logs).To(HaveLen(7), "one container per manager")
-	for container, n := range restarts {
+	for container, restart := range restarts {
 		ns, _, _ := strings.Cut(container, "/")
-		g.Expect(slices.Contains(killed, ns)).To(BeTrue(), "%s restarted %d times:\n%s", container, n, logs[container])
+		g.Expect(slices.Contains(killed, ns)).To(BeTrue(), "%s %s", container, restart)
 	}
 }
 
@@ -195,14 +195,15 @@ func ManagerLogs(t *testing.T, p *plane.Plane) map[string]string {
 }
 
 // managerLogs are the logs of every container in the providers' namespaces, by
-// "namespace/pod/container", read through the kubelet, and how many times each container
-// that restarted did (its log then begins with what it wrote before its last restart).
-func managerLogs(ctx context.Context, p *plane.Plane) (logs map[string]string, restarts map[string]int32, err error) {
+// "namespace/pod/container", read through the kubelet, and for each container that restarted
+// how many times and why it last ended, with the last lines it wrote before (its log then
+// begins with what it wrote before its last restart).
+func managerLogs(ctx context.Context, p *plane.Plane) (logs, restarts map[string]string, err error) {
 	clientset, err := clientsetOf(p)
 	if err != nil {
 		return nil, nil, err
 	}
-	logs, restarts = map[string]string{}, map[string]int32{}
+	logs, restarts = map[string]string{}, map[string]string{}
 	var errs []error
 	for _, ns := range slices.Concat(ProviderNamespaces, SideroNamespaces) {
 		pods, err := clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
@@ -223,16 +224,47 @@ func managerLogs(ctx context.Context, p *plane.Plane) (logs map[string]string, r
 					if status.Name != container.Name || status.RestartCount == 0 {
 						continue
 					}
-					restarts[key] = status.RestartCount
 					previous, err := clientset.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: container.Name, Previous: true}).DoRaw(ctx)
 					if err == nil {
 						logs[key] = string(previous) + logs[key]
 					}
+					restarts[key] = describeRestart(status, string(previous)) + podEvents(ctx, clientset, &pod)
 				}
 			}
 		}
 	}
 	return logs, restarts, errors.Join(errs...)
+}
+
+// describeRestart says how many times a container restarted, why it last ended, and the last
+// lines it wrote before: the kubelet's reason (Error, OOMKilled, Completed) and exit code
+// tell a crash from a failed liveness probe, which ends in SIGTERM's 143 or SIGKILL's 137.
+func describeRestart(status corev1.ContainerStatus, previousLog string) string {
+	ended := "for a reason the kubelet no longer knows"
+	if last := status.LastTerminationState.Terminated; last != nil {
+		ended = fmt.Sprintf("with %s, exit code %d, signal %d, at %s %s", last.Reason, last.ExitCode, last.Signal,
+			last.FinishedAt.UTC().Format(time.RFC3339), last.Message)
+	}
+	lines := strings.Split(strings.TrimRight(previousLog, "\n"), "\n")
+	return fmt.Sprintf("restarted %d times; its last run ended %s; the last lines it wrote:\n%s",
+		status.RestartCount, ended, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+}
+
+// podEvents lists the events of pod, where the kubelet says why it restarted a container
+// (a failed liveness probe, say), as lines after a heading; "" when there are none.
+func podEvents(ctx context.Context, clientset *kubernetes.Clientset, pod *corev1.Pod) string {
+	list, err := clientset.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod.Name})
+	if err != nil {
+		return "\nits Pod's events could not be read: " + err.Error()
+	}
+	var b strings.Builder
+	for _, e := range list.Items {
+		fmt.Fprintf(&b, "\n%s %s %s (%d times): %s", e.LastTimestamp.UTC().Format(time.RFC3339), e.Type, e.Reason, e.Count, e.Message)
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return "\nits Pod's events:" + b.String()
 }
 
 // clientsetOf is a clientset of p's API server.
