@@ -18,6 +18,8 @@ package quickstart
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -136,15 +138,23 @@ func installAsPods(ctx context.Context, p *plane.Plane, clusterctlConfig string,
 	if _, err := p.Clusterctl(ctx, env, append(append([]string{"init"}, providers...), "--wait-providers", "--wait-provider-timeout", "300")...); err != nil {
 		return err
 	}
-	if err := waitForWebhooks(ctx, p, 2*time.Minute); err != nil {
-		return err
-	}
 	// The hooks need the core manager's RuntimeSDK gate, which clusterctlConfig's variables
 	// turn on when the core is installed from it. A core installed before (a takeover)
 	// keeps its gates: the hooks are for its owner to register (docs/clusterctl.md).
-	if provider != "talon" || !all {
-		return nil
+	if err := waitForWebhooks(ctx, p, 2*time.Minute); err != nil || provider != "talon" || !all {
+		return err
 	}
+	if err := installInPlaceHooks(ctx, p, clusterctlConfig); err != nil {
+		return err
+	}
+	// Registering the hooks rolled the core manager out again: its webhooks are unreachable
+	// until the Service routes to the new Pod.
+	return waitForWebhooks(ctx, p, 2*time.Minute)
+}
+
+// installInPlaceHooks registers Talon's in-place update hooks with Cluster API's core manager
+// when the release has them (InPlaceUpdatesFile beside clusterctlConfig).
+func installInPlaceHooks(ctx context.Context, p *plane.Plane, clusterctlConfig string) error {
 	path := filepath.Join(filepath.Dir(clusterctlConfig), InPlaceUpdatesFile)
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		p.Logf("Workers are replaced, not updated in place: no %s beside %s\n", InPlaceUpdatesFile, clusterctlConfig)
@@ -162,23 +172,25 @@ func installAsPods(ctx context.Context, p *plane.Plane, clusterctlConfig string,
 	return nil
 }
 
-// waitForWebhooks waits until every admission webhook of p's providers answers where the
-// API server calls it: a Service's cluster IP, which kube-proxy routes to a ready Pod only
-// once the Service's endpoints list it (a Deployment available, with its Pod ready, is not
-// yet that). The API server runs on this host, so a connection from here goes the same way.
+// waitForWebhooks waits until every admission webhook of p's providers answers as the API
+// server calls it: a TLS handshake with the Service's cluster IP, the certificate verified
+// against the webhook's CA bundle for the Service's DNS name. kube-proxy routes the cluster
+// IP to a ready Pod only once the Service's endpoints list it (a Deployment available, with
+// its Pod ready, is not yet that), and the CA bundle is cert-manager's to inject. The API
+// server runs on this host, so a connection from here goes the same way.
 func waitForWebhooks(ctx context.Context, p *plane.Plane, timeout time.Duration) error {
 	c, err := p.Client(client.Options{})
 	if err != nil {
 		return err
 	}
-	var services []*admissionregistrationv1.ServiceReference
+	var configs []admissionregistrationv1.WebhookClientConfig
 	var validating admissionregistrationv1.ValidatingWebhookConfigurationList
 	if err := c.List(ctx, &validating); err != nil {
 		return err
 	}
 	for _, config := range validating.Items {
 		for _, w := range config.Webhooks {
-			services = append(services, w.ClientConfig.Service)
+			configs = append(configs, w.ClientConfig)
 		}
 	}
 	var mutating admissionregistrationv1.MutatingWebhookConfigurationList
@@ -187,36 +199,52 @@ func waitForWebhooks(ctx context.Context, p *plane.Plane, timeout time.Duration)
 	}
 	for _, config := range mutating.Items {
 		for _, w := range config.Webhooks {
-			services = append(services, w.ClientConfig.Service)
+			configs = append(configs, w.ClientConfig)
 		}
 	}
 	seen := map[string]bool{}
-	for _, ref := range services {
+	for _, config := range configs {
+		ref := config.Service
 		if ref == nil || seen[ref.Namespace+"/"+ref.Name] {
 			continue
 		}
 		seen[ref.Namespace+"/"+ref.Name] = true
-		svc := &corev1.Service{}
 		var lastErr error
 		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-			if err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, svc); err != nil {
-				lastErr = err
-				return false, client.IgnoreNotFound(err)
-			}
-			address := net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(ptr.Deref(ref.Port, 443))))
-			// Refused until kube-proxy routes the Service to a ready Pod: asked again.
-			conn, dialErr := (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, "tcp", address)
-			if conn == nil {
-				lastErr = dialErr
-				return false, nil
-			}
-			return true, conn.Close()
+			lastErr = handshake(ctx, c, config)
+			return lastErr == nil, nil
 		})
 		if err != nil {
 			return fmt.Errorf("the webhook Service %s/%s does not answer: %w (last: %v)", ref.Namespace, ref.Name, err, lastErr)
 		}
 	}
 	return nil
+}
+
+// handshake makes a TLS handshake with the webhook of config as the API server would, and
+// says why it failed: the Service not found, refused or unanswered connections while
+// kube-proxy does not route it yet, or a certificate that its CA bundle does not verify yet.
+func handshake(ctx context.Context, c client.Client, config admissionregistrationv1.WebhookClientConfig) error {
+	ref := config.Service
+	svc := &corev1.Service{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, svc); err != nil {
+		return err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(config.CABundle) {
+		return fmt.Errorf("its CA bundle is not injected yet")
+	}
+	dialer := &tls.Dialer{
+		NetDialer: &net.Dialer{Timeout: 2 * time.Second},
+		Config:    &tls.Config{RootCAs: roots, ServerName: ref.Name + "." + ref.Namespace + ".svc", MinVersion: tls.VersionTLS12},
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := dialer.DialContext(ctx, "tcp", net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(ptr.Deref(ref.Port, 443)))))
+	if err != nil {
+		return err
+	}
+	return conn.Close()
 }
 
 // coreProviderLabel marks the objects of Cluster API's core provider that clusterctl installs.

@@ -29,6 +29,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -49,6 +50,18 @@ const (
 // Logf logs a line of a test.
 type Logf func(format string, args ...any)
 
+// ApplyObjects applies objs with server-side apply as fieldOwner, each retried for up to a
+// minute: right after the providers are installed, a webhook's Service may not route to its
+// manager yet (the endpoint, then kube-proxy's rules, follow the Pod's readiness), and the API
+// server refuses what that webhook validates until it does.
+func ApplyObjects(ctx context.Context, g Gomega, c client.Client, objs []unstructured.Unstructured, fieldOwner string) {
+	for i := range objs {
+		g.Eventually(func() error {
+			return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&objs[i]), client.FieldOwner(fieldOwner))
+		}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed(), "%s %s", objs[i].GetKind(), objs[i].GetName())
+	}
+}
+
 // CreateClassCluster applies the ClusterClass talos-docker of classFile
 // (templates/clusterclass-talos-docker.yaml) into a new namespace ns and makes a 1 + 1
 // cluster of it at OldVersion with simulator containers of image, returning once both
@@ -59,12 +72,7 @@ func CreateClassCluster(ctx context.Context, g Gomega, logf Logf, c client.Clien
 	g.Expect(err).NotTo(HaveOccurred())
 	objs, err := utilyaml.ToUnstructured(class)
 	g.Expect(err).NotTo(HaveOccurred())
-	for i := range objs {
-		// A webhook's Service gets its endpoint a moment after its manager starts.
-		g.Eventually(func() error {
-			return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&objs[i]), client.FieldOwner("talon-test"))
-		}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed(), "%s %s", objs[i].GetKind(), objs[i].GetName())
-	}
+	ApplyObjects(ctx, g, c, objs, "talon-test")
 	raw, err := json.Marshal(image)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(c.Create(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: clusterv1.ClusterSpec{

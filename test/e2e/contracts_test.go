@@ -77,9 +77,7 @@ func TestClusterPerContract(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		objs, err := utilyaml.ToUnstructured(manifest)
 		g.Expect(err).NotTo(HaveOccurred())
-		for i := range objs {
-			g.Expect(mgmt.Apply(ctx, client.ApplyConfigurationFromUnstructured(&objs[i]), client.FieldOwner("e2e"))).To(Succeed())
-		}
+		testclusters.ApplyObjects(ctx, g, mgmt, objs, "e2e")
 	}
 
 	for _, c := range clusters {

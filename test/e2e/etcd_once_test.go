@@ -93,9 +93,7 @@ func TestEtcdBootstrappedOnce(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	objs, err := utilyaml.ToUnstructured(manifest)
 	g.Expect(err).NotTo(HaveOccurred())
-	for i := range objs {
-		g.Expect(mgmt.Apply(ctx, client.ApplyConfigurationFromUnstructured(&objs[i]), client.FieldOwner("e2e"))).To(Succeed())
-	}
+	clusters.ApplyObjects(ctx, g, mgmt, objs, "e2e")
 	tcpKey := client.ObjectKey{Namespace: ns, Name: name + "-control-plane"}
 
 	t.Log("1. The first node stops answering as soon as its etcd runs; the control-plane manager is killed and restarted")

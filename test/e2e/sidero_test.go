@@ -19,6 +19,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -34,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -144,8 +146,14 @@ func createCluster(ctx context.Context, bin, kubeconfig string, c client.Client,
 		return err
 	}
 	for i := range objs {
-		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&objs[i]), client.FieldOwner("e2e")); err != nil {
-			return fmt.Errorf("%s %s: %w", objs[i].GetKind(), objs[i].GetName(), err)
+		// Retried for a minute, as clusters.ApplyObjects does: a webhook just installed may
+		// not be reachable through its Service yet.
+		var applyErr error
+		if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+			applyErr = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&objs[i]), client.FieldOwner("e2e"))
+			return applyErr == nil, nil
+		}); err != nil {
+			return fmt.Errorf("%s %s: %w", objs[i].GetKind(), objs[i].GetName(), errors.Join(applyErr, err))
 		}
 	}
 	return nil
