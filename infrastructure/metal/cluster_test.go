@@ -43,6 +43,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -62,6 +63,7 @@ import (
 	"github.com/talon-capi/talon/sim/simtest"
 	"github.com/talon-capi/talon/test/envtest"
 	"github.com/talon-capi/talon/test/metallab"
+	testmetrics "github.com/talon-capi/talon/test/metrics"
 	"github.com/talon-capi/talon/test/require"
 )
 
@@ -317,6 +319,21 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 		g.Expect(body).To(BeEmpty())
 	}
 	g.Expect(seen).To(HaveLen(5))
+	t.Log("The infrastructure manager's metrics count the boot service's answers: DHCP offers, iPXE over TFTP, scripts, configs and the refused reuses")
+	families, err := metrics.Registry.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, series := range []struct {
+		labels map[string]string
+		least  float64
+	}{
+		{map[string]string{"protocol": "dhcp", "request": "DISCOVER", "outcome": "answered"}, 5},
+		{map[string]string{"protocol": "tftp", "request": "file", "outcome": "sent"}, 5},
+		{map[string]string{"protocol": "http", "request": "script", "outcome": "200"}, 5},
+		{map[string]string{"protocol": "http", "request": "config", "outcome": "200"}, 5},
+		{map[string]string{"protocol": "http", "request": "config", "outcome": "403"}, 5},
+	} {
+		g.Expect(testmetrics.Value(families, "talon_boot_service_requests_total", series.labels)).To(BeNumerically(">=", series.least), "%v", series.labels)
+	}
 	// Under the v1.14 contract every node installs from the Image Factory installer its
 	// TalosConfig resolved.
 	configs := &bootstrapv1.TalosConfigList{}
@@ -379,7 +396,7 @@ func TestClusterOnSimulatedHosts(t *testing.T) {
 		g.Expect(freed).NotTo(BeEmpty(), "a worker host is Available again")
 	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	t.Logf("Worker deleted and MetalHost %s wiped and Available after %s", freed, time.Since(start).Round(time.Second))
-	_, err := os.Stat(filepath.Join(l.Hosts[freed].StateDir, "config.yaml"))
+	_, err = os.Stat(filepath.Join(l.Hosts[freed].StateDir, "config.yaml"))
 	g.Expect(os.IsNotExist(err)).To(BeTrue(), "the wipe emptied the host's system disk")
 	g.Expect(l.Hosts[freed].DataDiskHoldsData()).To(BeFalse(), "the wipe emptied the host's data disk")
 	// The wipe boot (Talos wipes the system disk and reboots), then maintenance mode.

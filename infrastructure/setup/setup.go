@@ -234,6 +234,7 @@ func Reconcilers(ctx context.Context, mgr ctrl.Manager, opts *manager.Options, s
 		}).SetupWithManager(ctx, mgr, options),
 		(&docker.MachineReconciler{
 			Client: mgr.GetClient(), Runtime: rt, ClusterCache: cache, WatchFilterValue: opts.WatchFilter,
+			Events: mgr.GetEventRecorder("talon-infrastructure-manager"),
 		}).SetupWithManager(ctx, mgr, options),
 	)
 }

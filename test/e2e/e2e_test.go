@@ -164,6 +164,7 @@ func TestEndToEnd(t *testing.T) {
 	mgmt := s.quickstart()
 	s.scaleWorkers(mgmt)
 	s.updateInPlace(mgmt)
+	s.expectMetricsAndEvents(mgmt)
 	s.topologyUpgrade(mgmt)
 	s.move(mgmt)
 	p, err := plane.Open(filepath.Join(s.out, quickstart.PlaneDirName), nil)

@@ -52,6 +52,7 @@ import (
 	"github.com/talon-capi/talon/controlplane/pkg/etcdbackup"
 	"github.com/talon-capi/talon/controlplane/reconcilers/talosetcdbackup"
 	"github.com/talon-capi/talon/test/envtest"
+	testmetrics "github.com/talon-capi/talon/test/metrics"
 	"github.com/talon-capi/talon/test/s3server"
 )
 
@@ -255,21 +256,7 @@ func metricValue(name string, labels map[string]string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	for _, family := range families {
-		if family.GetName() != name {
-			continue
-		}
-		for _, m := range family.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			if maps.Equal(got, labels) {
-				return m.GetGauge().GetValue() + m.GetCounter().GetValue(), nil
-			}
-		}
-	}
-	return 0, fmt.Errorf("no series %s%v", name, labels)
+	return testmetrics.Value(families, name, labels)
 }
 
 // recordBackup makes by hand the record of a backup that succeeded with status (its cluster
@@ -340,6 +327,11 @@ func waitBackup(tb testing.TB, env *envtest.Environment, ns, name string, phase 
 // writeConfigMaps writes n ConfigMaps into the default namespace, 16 at a time.
 func writeConfigMaps(tb testing.TB, kube kubernetes.Interface, n int) {
 	tb.Helper()
+	// kube-apiserver makes the default namespace a moment after it starts to serve.
+	NewWithT(tb).Eventually(func() error {
+		_, err := kube.CoreV1().Namespaces().Get(tb.Context(), "default", metav1.GetOptions{})
+		return err
+	}).WithTimeout(time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	sem := make(chan struct{}, 16)

@@ -174,9 +174,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, err
 	}
 	defer func() {
+		operations := conditionsTrueSince(tcp)
 		updateStatus(s)
 		if err := patchHelper.Patch(ctx, tcp, patch.WithOwnedConditions{Conditions: ownedConditions}); err != nil {
 			reterr = errors.Join(reterr, fmt.Errorf("failed to patch TalosControlPlane %s: %w", klog.KObj(tcp), err))
+		} else {
+			// Once the conditions that end them are stored, so that each is counted once.
+			observeEndedOperations(tcp, operations)
+		}
+		if controllerutil.ContainsFinalizer(tcp, finalizer) {
+			recordEtcdMetrics(s)
+		} else {
+			forgetEtcdMetrics(cluster.Namespace, cluster.Name)
 		}
 		reterr = errors.Join(reterr, r.patchMachineConditions(ctx, s))
 	}()

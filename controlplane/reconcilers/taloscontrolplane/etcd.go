@@ -153,6 +153,7 @@ func (r *Reconciler) bootstrapRecordedMachine(ctx context.Context, s *scope) (ct
 	switch err := bootstrap(ctx); {
 	case err == nil:
 		log.Info("Bootstrapped etcd"+from, "Machine", m.Name, "address", address)
+		observeOperation(operationBootstrap, m.CreationTimestamp.Time)
 		r.event(s.tcp, corev1.EventTypeNormal, "Bootstrapped", "Bootstrap", "Bootstrapped etcd%s on Machine %s", from, m.Name)
 	case errors.Is(err, talosclient.ErrAlreadyBootstrapped):
 		log.Info("etcd was already bootstrapped", "Machine", m.Name)

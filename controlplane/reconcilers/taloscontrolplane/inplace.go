@@ -32,6 +32,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -112,6 +113,16 @@ type inPlaceRecord struct {
 	// BootID is the node's boot before the Reboot step, and RebootSent when it was sent.
 	BootID     string       `json:"bootID,omitempty"`
 	RebootSent *metav1.Time `json:"rebootSent,omitempty"`
+	// Started is when the update began (absent from records of older Talon versions).
+	Started *metav1.Time `json:"started,omitempty"`
+}
+
+// startedTime is when the update of rec began, or the zero time when its record does not say.
+func (rec inPlaceRecord) startedTime() time.Time {
+	if rec.Started == nil {
+		return time.Time{}
+	}
+	return rec.Started.Time
 }
 
 // recordOf reads m's in-place update record; ok is false when there is none.
@@ -334,7 +345,7 @@ func (r *Reconciler) startUpdate(ctx context.Context, s *scope, m *clusterv1.Mac
 	rec := inPlaceRecord{
 		Version: s.tcp.Spec.Version, ConfigHash: configHash(s.tcp.Spec.ControlPlaneConfig),
 		FromInstaller: secret.Annotations[bootstrapv1.ImageFactoryInstallerAnnotation], FromKubelet: fromKubelet, FromReboot: fromReboot,
-		Step: stepRender,
+		Step: stepRender, Started: ptr.To(metav1.Now()),
 	}
 	if err := r.writeRecord(ctx, m, rec); err != nil {
 		return ctrl.Result{}, err
@@ -692,6 +703,7 @@ func (r *Reconciler) finishUpdate(ctx context.Context, m *clusterv1.Machine, con
 		return ctrl.Result{}, fmt.Errorf("failed to finish the in-place update of Machine %s: %w", m.Name, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("Updated a control-plane Machine in place", "Machine", klog.KObj(m), "version", rec.Version, "rebooted", rec.Reboot)
+	observeOperation(operationInPlaceUpdate, rec.startedTime())
 	r.event(m, corev1.EventTypeNormal, "InPlaceUpdated", "UpdateInPlace", "The node runs Kubernetes %s%s", rec.Version, map[bool]string{true: " after a reboot"}[rec.Reboot])
 	return ctrl.Result{RequeueAfter: converging}, nil
 }

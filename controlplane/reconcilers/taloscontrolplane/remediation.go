@@ -147,6 +147,10 @@ func (r *Reconciler) remediate(ctx context.Context, s *scope, m *clusterv1.Machi
 		return ctrl.Result{}, err
 	}
 	log.Info("Deleting an unhealthy Machine to replace it", "retryCount", next.RetryCount)
+	if marked := conditions.Get(m, clusterv1.MachineOwnerRemediatedCondition); marked != nil {
+		// The Machine health check marked it by turning that condition false.
+		observeOperation(operationRemediation, marked.LastTransitionTime.Time)
+	}
 	r.event(s.tcp, corev1.EventTypeNormal, "Remediating", "Remediate", "Deleting unhealthy Machine %s to replace it (remediation %d in a row)", m.Name, next.RetryCount+1)
 	conditions.Set(m, metav1.Condition{
 		Type: clusterv1.MachineOwnerRemediatedCondition, Status: metav1.ConditionFalse,

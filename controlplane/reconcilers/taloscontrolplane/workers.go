@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -276,6 +277,7 @@ func (r *Reconciler) workerStep(ctx context.Context, u *workerUpdate, version st
 			if rec, err = startRecord(u.secret); err != nil {
 				return "", 0, fmt.Errorf("cannot update Machine %s in place: its current config does not load: %w", m.Name, err)
 			}
+			rec.Started = ptr.To(metav1.Now())
 			log.Info("Updating a worker Machine in place", "version", version, "was", u.secret.Annotations[bootstrapv1.RenderedForAnnotation])
 		}
 		rec.Version, rec.ConfigHash, rec.Step, rec.Upgrade, rec.Installed, rec.Reboot, rec.Applied =
@@ -526,6 +528,7 @@ func (r *Reconciler) finishWorker(ctx context.Context, u *workerUpdate, rec inPl
 		return fmt.Errorf("failed to finish the in-place update of Machine %s: %w", m.Name, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("Updated a worker Machine in place", "version", rec.Version, "rebooted", rec.Reboot || rec.Installed)
+	observeOperation(operationInPlaceUpdate, rec.startedTime())
 	r.event(m, corev1.EventTypeNormal, "InPlaceUpdated", "UpdateInPlace", "The node runs Kubernetes %s%s", rec.Version, map[bool]string{true: " after a reboot"}[rec.Reboot || rec.Installed])
 	return nil
 }

@@ -88,10 +88,12 @@ func (d *DHCPResponder) handle(ctx context.Context, conn net.PacketConn, peer ne
 	from, _ := peer.(*net.UDPAddr)
 	reply, err := d.RespondFrom(ctx, req, from)
 	if err != nil {
+		countRequest("dhcp", req.MessageType().String(), "failed")
 		log.Error(err, "Failed to answer DHCP request", "mac", req.ClientHWAddr.String())
 		return
 	}
 	if reply == nil {
+		countRequest("dhcp", req.MessageType().String(), "ignored")
 		return
 	}
 	to := peer
@@ -99,6 +101,9 @@ func (d *DHCPResponder) handle(ctx context.Context, conn net.PacketConn, peer ne
 		to = &net.UDPAddr{IP: gw, Port: dhcpv4.ServerPort}
 	}
 	if _, err := conn.WriteTo(reply.ToBytes(), to); err != nil {
+		countRequest("dhcp", req.MessageType().String(), "failed")
 		log.Error(err, "Failed to send DHCP reply", "mac", req.ClientHWAddr.String(), "to", to.String())
+		return
 	}
+	countRequest("dhcp", req.MessageType().String(), "answered")
 }

@@ -137,7 +137,7 @@ func NewHTTPHandler(hosts Hosts, configs ConfigSource, tokens *Tokens, opts HTTP
 	mux.HandleFunc("GET /ipxe/{mac}", h.serveScript)
 	mux.HandleFunc("GET /config/{token}", h.serveConfig)
 	mux.HandleFunc("GET /assets/{name...}", h.serveAsset)
-	return mux, nil
+	return countHTTP(mux), nil
 }
 
 func (h *httpHandler) serveScript(w http.ResponseWriter, r *http.Request) {

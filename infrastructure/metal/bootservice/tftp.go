@@ -105,7 +105,17 @@ func (s *TFTPServer) Shutdown() {
 	s.server.Shutdown()
 }
 
-func (s *TFTPServer) read(filename string, rf io.ReaderFrom) error {
+func (s *TFTPServer) read(filename string, rf io.ReaderFrom) (err error) {
+	defer func() {
+		switch {
+		case err == nil:
+			countRequest("tftp", "file", "sent")
+		case errors.Is(err, errTFTPNotFound):
+			countRequest("tftp", "file", "not_found")
+		default:
+			countRequest("tftp", "file", "failed")
+		}
+	}()
 	log := s.log.WithValues("file", filename)
 	if t, ok := rf.(tftp.OutgoingTransfer); ok {
 		addr := t.RemoteAddr()
