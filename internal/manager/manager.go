@@ -22,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -31,6 +32,7 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 	logsv1 "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -132,6 +134,7 @@ func Run(ctx context.Context, p Provider, opts *Options, restConfig *rest.Config
 		LeaderElectionNamespace:       opts.LeaderElectNamespace,
 		LeaderElectionResourceLock:    resourcelock.LeasesResourceLock,
 		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       ptr.To(shutdownGrace),
 		LeaseDuration:                 &opts.LeaderElectLeaseDuration,
 		RenewDeadline:                 &opts.LeaderElectRenewDeadline,
 		RetryPeriod:                   &opts.LeaderElectRetryPeriod,
@@ -163,7 +166,36 @@ func Run(ctx context.Context, p Provider, opts *Options, restConfig *rest.Config
 			return fmt.Errorf("failed to set up webhooks: %w", err)
 		}
 	}
-	return mgr.Start(ctx)
+	return startUntilStopped(ctx, mgr.Start, shutdownGrace+stopSlack)
+}
+
+const (
+	// shutdownGrace is how long a stopping manager waits for its reconcilers to return, as
+	// long as the kubelet waits by default before it kills a Pod's containers.
+	shutdownGrace = 30 * time.Second
+	// stopSlack is how much longer Run waits for the manager to return after that.
+	stopSlack = 5 * time.Second
+)
+
+// startUntilStopped runs start until it returns, or until wait after ctx is done. A
+// controller-runtime manager (v0.24) stopped before one of its caches has synced, say on a
+// SIGTERM while the API server is unreachable or a CRD is missing, never returns: it waits
+// for that cache in a loop that ignores the cancelled context, spinning a CPU. Run returns
+// an error then, so that the process exits.
+func startUntilStopped(ctx context.Context, start func(context.Context) error, wait time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- start(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(wait):
+		return fmt.Errorf("the manager did not stop within %s of being told to: it was still starting (a cache had not synced)", wait)
+	}
 }
 
 func validate(p Provider) error {

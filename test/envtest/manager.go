@@ -17,9 +17,12 @@ limitations under the License.
 package envtest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"runtime/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -149,7 +152,7 @@ func (e *Environment) StartManager(tb testing.TB, opts ManagerOptions) *Manager 
 				tb.Errorf("Manager stopped with an error: %v", err)
 			}
 		case <-time.After(30 * time.Second):
-			tb.Errorf("Manager did not stop within 30s")
+			tb.Errorf("Manager did not stop within 30s; its goroutines:\n%s", managerGoroutines())
 		}
 	})
 	tb.Cleanup(m.stop)
@@ -168,7 +171,33 @@ func (e *Environment) StartManager(tb testing.TB, opts ManagerOptions) *Manager 
 			}
 		}
 	}
+	// A manager stopped while it still starts its runnables never returns: controller-runtime
+	// (v0.24) waits for each group's readiness in a loop that ignores the cancelled context, and
+	// a cache whose start was cancelled never gets ready. The manager closes Elected once every
+	// group has started (without leader election it counts as elected).
+	select {
+	case <-mgr.Elected():
+	case <-syncCtx.Done():
+		tb.Fatalf("The manager did not start its runnables within 30s")
+	}
 	return m
+}
+
+// managerGoroutines is the stacks of the goroutines in controller-runtime's manager, its
+// controllers and the reconcilers (Cluster API's and Talon's), for a manager that does not stop.
+func managerGoroutines() string {
+	var dump bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&dump, 2); err != nil {
+		return err.Error()
+	}
+	var kept []string
+	for _, g := range strings.Split(dump.String(), "\n\n") {
+		if strings.Contains(g, "controller-runtime/pkg/manager") || strings.Contains(g, "controller-runtime/pkg/internal/controller") ||
+			strings.Contains(g, "sigs.k8s.io/cluster-api/") || strings.Contains(g, "github.com/talon-capi/talon/") {
+			kept = append(kept, g)
+		}
+	}
+	return strings.Join(kept, "\n\n")
 }
 
 // setupTopologyReconcilers wires Cluster API's ClusterClass and topology reconcilers as its
