@@ -23,7 +23,9 @@ import (
 	"net/netip"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -45,6 +47,7 @@ import (
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
 	"github.com/talon-capi/talon/infrastructure/docker/runtime"
 	"github.com/talon-capi/talon/infrastructure/internal/infra"
+	"github.com/talon-capi/talon/internal/record"
 )
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=talosdockerclusters;talosdockerclusters/status;talosdockerclusters/finalizers,verbs=get;list;watch;update;patch
@@ -70,6 +73,8 @@ type ClusterReconciler struct {
 	LoadBalancerImage string
 	// WatchFilterValue limits reconciliation to objects labelled with it.
 	WatchFilterValue string
+	// Events records the load balancer's changes; optional.
+	Events events.EventRecorder
 }
 
 // SetupWithManager registers the reconciler with mgr.
@@ -225,6 +230,8 @@ func (r *ClusterReconciler) reconcileNormal(ctx context.Context, key runtime.Clu
 		if err := r.Runtime.SetBackends(ctx, key, backends); err != nil {
 			return failed(dc, infrav1.LoadBalancerAvailableCondition, "Cannot update load balancer "+lb.Name, err)
 		}
+		record.Event(r.Events, dc, corev1.EventTypeNormal, "LoadBalancerBackendsChanged", "SetBackends",
+			"Load balancer %s sends %s:%d to the control-plane nodes %v (was %v)", lb.Name, lb.Address, runtime.APIServerPort, backends, current)
 	}
 	dc.Status.LoadBalancer = infrav1.DockerLoadBalancerStatus{Address: lb.Address.String(), HostPort: int32(lb.HostPort)}
 	for _, b := range backends {
@@ -262,6 +269,7 @@ func (r *ClusterReconciler) reconcileDelete(ctx context.Context, key runtime.Clu
 	if err := r.Runtime.DeleteNetwork(ctx, key); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to delete the network of cluster %s: %w", key, err)
 	}
+	record.Event(r.Events, dc, corev1.EventTypeNormal, "LoadBalancerDeleted", "Delete", "Deleted load balancer %s and the cluster's network", LoadBalancerName(key))
 	controllerutil.RemoveFinalizer(dc, clusterFinalizer)
 	return ctrl.Result{}, nil
 }

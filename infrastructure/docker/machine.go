@@ -27,7 +27,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -49,6 +48,7 @@ import (
 	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
 	"github.com/talon-capi/talon/infrastructure/docker/runtime"
 	"github.com/talon-capi/talon/infrastructure/internal/infra"
+	"github.com/talon-capi/talon/internal/record"
 )
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=talosdockermachines;talosdockermachines/status;talosdockermachines/finalizers,verbs=get;list;watch;update;patch
@@ -86,13 +86,6 @@ type MachineReconciler struct {
 	linker *infra.NodeLinker
 	// allocating serializes, per cluster, picking an address and creating the node on it.
 	allocating sync.Map // runtime.Cluster → *sync.Mutex
-}
-
-// event records an event on o when the reconciler has a recorder.
-func (r *MachineReconciler) event(o k8sruntime.Object, eventType, reason, action, note string, args ...any) {
-	if r.Events != nil {
-		r.Events.Eventf(o, nil, eventType, reason, action, note, args...)
-	}
 }
 
 // clusterLock is the lock that serializes address picking in cluster.
@@ -271,7 +264,7 @@ func (r *MachineReconciler) createNode(ctx context.Context, key runtime.Cluster,
 		return false, result, err
 	}
 	ctrl.LoggerFrom(ctx).Info("Created node", "node", spec.Name, "address", spec.Address, "runtime", r.Runtime.Name())
-	r.event(dm, corev1.EventTypeNormal, "NodeCreated", "CreateNode", "Created node %s at %s (%s runtime, image %s)", spec.Name, spec.Address, r.Runtime.Name(), spec.Image)
+	record.Event(r.Events, dm, corev1.EventTypeNormal, "NodeCreated", "CreateNode", "Created node %s at %s (%s runtime, image %s)", spec.Name, spec.Address, r.Runtime.Name(), spec.Image)
 	return false, ctrl.Result{}, nil
 }
 
@@ -371,7 +364,7 @@ func (r *MachineReconciler) reconcileDelete(ctx context.Context, key runtime.Clu
 		return ctrl.Result{}, fmt.Errorf("failed to delete node %s: %w", machine.Name, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("Deleted node", "node", machine.Name)
-	r.event(dm, corev1.EventTypeNormal, "NodeDeleted", "DeleteNode", "Deleted node %s with its volumes", machine.Name)
+	record.Event(r.Events, dm, corev1.EventTypeNormal, "NodeDeleted", "DeleteNode", "Deleted node %s with its volumes", machine.Name)
 	controllerutil.RemoveFinalizer(dm, machineFinalizer)
 	return ctrl.Result{}, nil
 }

@@ -43,6 +43,7 @@ import (
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
 	"github.com/talon-capi/talon/infrastructure/internal/infra"
 	"github.com/talon-capi/talon/infrastructure/metal/power"
+	"github.com/talon-capi/talon/internal/record"
 )
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=metalhosts;metalhosts/status;metalhosts/finalizers,verbs=get;list;watch;create;update;patch
@@ -224,17 +225,13 @@ func (r *HostReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 			}
 			if owner != nil {
 				h.Spec.ConsumerRef = hostConsumerRef(owner)
-				if r.Events != nil {
-					r.Events.Eventf(h, nil, corev1.EventTypeWarning, "ClaimRestored", "Claim",
-						"Provisioned without a claim in spec.consumerRef: claimed again for TalosMetalMachine %s, whose node runs here", owner.Name)
-				}
+				record.Event(r.Events, h, corev1.EventTypeWarning, "ClaimRestored", "Claim",
+					"Provisioned without a claim in spec.consumerRef: claimed again for TalosMetalMachine %s, whose node runs here", owner.Name)
 				return ctrl.Result{}, nil
 			}
 			h.Spec.NeedsWipe = true
-			if r.Events != nil {
-				r.Events.Eventf(h, nil, corev1.EventTypeWarning, "ClaimLost", "Release",
-					"Provisioned without a claim in spec.consumerRef and no TalosMetalMachine's providerID names it: the host may hold a node's data and is wiped before reuse")
-			}
+			record.Event(r.Events, h, corev1.EventTypeWarning, "ClaimLost", "Release",
+				"Provisioned without a claim in spec.consumerRef and no TalosMetalMachine's providerID names it: the host may hold a node's data and is wiped before reuse")
 		}
 		if h.Spec.NeedsWipe {
 			r.startWipe(h)
@@ -379,9 +376,7 @@ func (r *HostReconciler) setState(h *infrav1.MetalHost, state infrav1.MetalHostS
 		return
 	}
 	h.Status.State = state
-	if r.Events != nil {
-		r.Events.Eventf(h, nil, corev1.EventTypeNormal, string(state), "SetState", "%s", why)
-	}
+	record.Event(r.Events, h, corev1.EventTypeNormal, string(state), "SetState", "%s", why)
 }
 
 // startWipe moves h, which needs a wipe, to Deprovisioning to be wiped, or to Error when
@@ -497,8 +492,8 @@ func (r *HostReconciler) reconcileDelete(ctx context.Context, h *infrav1.MetalHo
 	} else if h.Spec.BMC != nil {
 		err = bmcErr
 	}
-	if err != nil && r.Events != nil {
-		r.Events.Eventf(h, nil, corev1.EventTypeWarning, "NotPoweredOff", "Delete", "Deleted without powering the host off: %s", bmcProblem(h, err))
+	if err != nil {
+		record.Event(r.Events, h, corev1.EventTypeWarning, "NotPoweredOff", "Delete", "Deleted without powering the host off: %s", bmcProblem(h, err))
 	}
 	controllerutil.RemoveFinalizer(h, hostFinalizer)
 	return ctrl.Result{}, nil

@@ -231,6 +231,7 @@ func Reconcilers(ctx context.Context, mgr ctrl.Manager, opts *manager.Options, s
 		metal.Setup(ctx, mgr, options, cache, s.Metal, opts.WatchFilter),
 		(&docker.ClusterReconciler{
 			Client: mgr.GetClient(), Runtime: rt, LoadBalancerImage: s.LoadBalancerImage, WatchFilterValue: opts.WatchFilter,
+			Events: mgr.GetEventRecorder("talon-infrastructure-manager"),
 		}).SetupWithManager(ctx, mgr, options),
 		(&docker.MachineReconciler{
 			Client: mgr.GetClient(), Runtime: rt, ClusterCache: cache, WatchFilterValue: opts.WatchFilter,

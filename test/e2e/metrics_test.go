@@ -54,7 +54,7 @@ func (s *suite) expectMetricsAndEvents(mgmt client.Client) {
 	g.Expect(testmetrics.Value(bootstrap, "talon_bootstrap_config_render_duration_seconds", map[string]string{"outcome": "rendered"})).
 		To(BeNumerically(">=", 6+3))
 
-	t.Log("Events say what each provider did: configs written, nodes created and deleted, etcd bootstrapped, nodes updated in place")
+	t.Log("Events say what each provider did: configs written, nodes created and deleted, the load balancer following the control plane, etcd bootstrapped, nodes updated in place")
 	list := &corev1.EventList{}
 	g.Expect(mgmt.List(ctx, list, client.InNamespace("default"))).To(Succeed())
 	reasons := map[string]int{}
@@ -66,6 +66,7 @@ func (s *suite) expectMetricsAndEvents(mgmt client.Client) {
 		HaveKeyWithValue("TalosConfig ConfigRewritten", BeNumerically(">=", 3)),
 		HaveKeyWithValue("TalosDockerMachine NodeCreated", BeNumerically(">=", 6)),
 		HaveKeyWithValue("TalosDockerMachine NodeDeleted", BeNumerically(">=", 3)),
+		HaveKey("TalosDockerCluster LoadBalancerBackendsChanged"),
 		HaveKeyWithValue("TalosControlPlane Bootstrapped", 1),
 		HaveKey("Machine InPlaceUpdated"),
 	), "events by kind and reason: %v", reasons)

@@ -27,7 +27,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -46,6 +45,7 @@ import (
 	"github.com/talon-capi/talon/bootstrap/pkg/clustersecrets"
 	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
 	"github.com/talon-capi/talon/internal/imagefactory"
+	"github.com/talon-capi/talon/internal/record"
 )
 
 // +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=talosconfigs;talosconfigs/status,verbs=get;list;watch;update;patch
@@ -71,13 +71,6 @@ type Reconciler struct {
 	// cluster's TalosConfigs create its bundle once instead of each generating one and all
 	// but one losing the create. Across replicas the API server's create still decides.
 	bundleLocks sync.Map
-}
-
-// event records an event on o when the reconciler has a recorder.
-func (r *Reconciler) event(o runtime.Object, eventType, reason, action, note string, args ...any) {
-	if r.Events != nil {
-		r.Events.Eventf(o, nil, eventType, reason, action, note, args...)
-	}
 }
 
 // SetupWithManager registers the reconciler with mgr.
@@ -222,7 +215,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, config *bootstrapv1.Ta
 		return ctrl.Result{}, err
 	}
 	log.Info("Wrote the machine config", "Secret", klog.KRef(config.Namespace, secretName))
-	r.event(config, corev1.EventTypeNormal, "ConfigWritten", "Render", "Wrote the machine config for Kubernetes %s to Secret %s", owner.version, secretName)
+	record.Event(r.Events, config, corev1.EventTypeNormal, "ConfigWritten", "Render", "Wrote the machine config for Kubernetes %s to Secret %s", owner.version, secretName)
 	setDataSecretCreated(config, secretName)
 	config.Status.ImageFactory = factory
 	return ctrl.Result{}, nil
@@ -321,7 +314,7 @@ func (r *Reconciler) render(ctx context.Context, config *bootstrapv1.TalosConfig
 		// a reconcile, so there is nothing to retry.
 		setFalse(config, bootstrapv1.InvalidConfigReason, err.Error())
 		log.Info("The TalosConfig does not render to a valid machine config", "reason", err.Error())
-		r.event(config, corev1.EventTypeWarning, bootstrapv1.InvalidConfigReason, "Render", "The config does not render to a valid machine config: %v", err)
+		record.Event(r.Events, config, corev1.EventTypeWarning, bootstrapv1.InvalidConfigReason, "Render", "The config does not render to a valid machine config: %v", err)
 		return nil, none, ctrl.Result{}, nil
 	}
 	return data, factory, ctrl.Result{}, nil
@@ -353,7 +346,7 @@ func (r *Reconciler) renderAgain(ctx context.Context, config *bootstrapv1.TalosC
 		return ctrl.Result{}, fmt.Errorf("failed to rewrite data Secret %s: %w", secret.Name, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("Rewrote the machine config for an in-place update", "Secret", klog.KObj(secret), "version", version)
-	r.event(config, corev1.EventTypeNormal, "ConfigRewritten", "Render", "Rewrote the machine config in Secret %s for an in-place update to Kubernetes %s", secret.Name, version)
+	record.Event(r.Events, config, corev1.EventTypeNormal, "ConfigRewritten", "Render", "Rewrote the machine config in Secret %s for an in-place update to Kubernetes %s", secret.Name, version)
 	setDataSecretCreated(config, secret.Name)
 	config.Status.ImageFactory = factory
 	return ctrl.Result{}, nil

@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/cluster-api/controllers/external"
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
+	"github.com/talon-capi/talon/internal/record"
 )
 
 // adoptMachines makes Talon's records for the Machines of this control plane that another
@@ -86,7 +87,7 @@ func (r *Reconciler) adoptMachines(ctx context.Context, s *scope) error {
 		}
 		ctrl.LoggerFrom(ctx).Info("Adopted a control-plane Machine another provider made", "Machine", klog.KObj(m),
 			"infrastructureTemplate", template, "config", why)
-		r.event(s.tcp, corev1.EventTypeNormal, "Adopted", "Adopt", "Adopted Machine %s (%s; infrastructure template %s)", m.Name, why, template)
+		record.Event(r.Events, s.tcp, corev1.EventTypeNormal, "Adopted", "Adopt", "Adopted Machine %s (%s; infrastructure template %s)", m.Name, why, template)
 	}
 	return nil
 }

@@ -25,7 +25,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -87,13 +86,6 @@ type Reconciler struct {
 	learners   learnerClock
 	// workerInstalls are the Talos installers running for worker nodes' in-place updates.
 	workerInstalls installJobs
-}
-
-// event records an event on o when the reconciler has a recorder.
-func (r *Reconciler) event(o runtime.Object, eventType, reason, action, note string, args ...any) {
-	if r.Events != nil {
-		r.Events.Eventf(o, nil, eventType, reason, action, note, args...)
-	}
 }
 
 // SetupWithManager registers the reconciler with mgr.

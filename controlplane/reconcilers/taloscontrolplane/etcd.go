@@ -43,6 +43,7 @@ import (
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	"github.com/talon-capi/talon/controlplane/pkg/controlplane"
 	"github.com/talon-capi/talon/controlplane/pkg/talosclient"
+	"github.com/talon-capi/talon/internal/record"
 )
 
 // reconcileInitialization bootstraps etcd once, on the Machine recorded for it, and marks
@@ -154,12 +155,12 @@ func (r *Reconciler) bootstrapRecordedMachine(ctx context.Context, s *scope) (ct
 	case err == nil:
 		log.Info("Bootstrapped etcd"+from, "Machine", m.Name, "address", address)
 		observeOperation(operationBootstrap, m.CreationTimestamp.Time)
-		r.event(s.tcp, corev1.EventTypeNormal, "Bootstrapped", "Bootstrap", "Bootstrapped etcd%s on Machine %s", from, m.Name)
+		record.Event(r.Events, s.tcp, corev1.EventTypeNormal, "Bootstrapped", "Bootstrap", "Bootstrapped etcd%s on Machine %s", from, m.Name)
 	case errors.Is(err, talosclient.ErrAlreadyBootstrapped):
 		log.Info("etcd was already bootstrapped", "Machine", m.Name)
 	case errors.As(err, &refused):
 		s.waiting = fmt.Sprintf("Restoring etcd on Machine %s is refused: %s. Retrying in %s", m.Name, refused.message, refusedRetry)
-		r.event(s.tcp, corev1.EventTypeWarning, "RestoreRefused", "Bootstrap", "%s", refused.message)
+		record.Event(r.Events, s.tcp, corev1.EventTypeWarning, "RestoreRefused", "Bootstrap", "%s", refused.message)
 		return ctrl.Result{RequeueAfter: refusedRetry}, nil
 	default:
 		s.waiting = fmt.Sprintf("Bootstrapping etcd%s on Machine %s (recorded in annotation %s) waits, retrying: %v. Only this Machine is ever bootstrapped; "+
@@ -442,7 +443,7 @@ func (r *Reconciler) removeMember(ctx context.Context, s *scope, m *clusterv1.Ma
 		return ctrl.Result{RequeueAfter: converging}
 	}
 	ctrl.LoggerFrom(ctx).Info("Removed the etcd member", "Machine", m.Name, "member", controlplane.DescribeMember(controlplane.Member{ID: member.ID, Name: member.Name}))
-	r.event(s.tcp, corev1.EventTypeNormal, "EtcdMemberRemoved", "RemoveMember", "Removed etcd member %s of Machine %s",
+	record.Event(r.Events, s.tcp, corev1.EventTypeNormal, "EtcdMemberRemoved", "RemoveMember", "Removed etcd member %s of Machine %s",
 		controlplane.DescribeMember(controlplane.Member{ID: member.ID, Name: member.Name}), m.Name)
 	return ctrl.Result{}
 }
@@ -497,7 +498,7 @@ func (r *Reconciler) removeOrphanMembers(ctx context.Context, s *scope) (result 
 			return ctrl.Result{RequeueAfter: converging}, 0
 		}
 		ctrl.LoggerFrom(ctx).Info("Removed an etcd member that belonged to no Machine", "member", controlplane.DescribeMember(orphan))
-		r.event(s.tcp, corev1.EventTypeNormal, "EtcdMemberRemoved", "RemoveMember", "Removed etcd member %s, which belonged to no Machine", controlplane.DescribeMember(orphan))
+		record.Event(r.Events, s.tcp, corev1.EventTypeNormal, "EtcdMemberRemoved", "RemoveMember", "Removed etcd member %s, which belonged to no Machine", controlplane.DescribeMember(orphan))
 		return ctrl.Result{RequeueAfter: converging}, 0
 	}
 	for _, seen := range firstSeen {

@@ -44,6 +44,7 @@ import (
 	"github.com/talon-capi/talon/controlplane/pkg/controlplane"
 	"github.com/talon-capi/talon/controlplane/pkg/talosclient"
 	"github.com/talon-capi/talon/infrastructure/metal"
+	"github.com/talon-capi/talon/internal/record"
 )
 
 // The steps of an in-place update of one node. Each is recorded on the Machine
@@ -351,7 +352,7 @@ func (r *Reconciler) startUpdate(ctx context.Context, s *scope, m *clusterv1.Mac
 		return ctrl.Result{}, err
 	}
 	ctrl.LoggerFrom(ctx).Info("Updating a control-plane Machine in place", "Machine", klog.KObj(m), "version", rec.Version, "was", m.Spec.Version)
-	r.event(m, corev1.EventTypeNormal, "InPlaceUpdateStarted", "UpdateInPlace", "Updating the node in place to Kubernetes %s", rec.Version)
+	record.Event(r.Events, m, corev1.EventTypeNormal, "InPlaceUpdateStarted", "UpdateInPlace", "Updating the node in place to Kubernetes %s", rec.Version)
 	return ctrl.Result{RequeueAfter: converging}, r.ensureConfigSpec(ctx, s, config, rec)
 }
 
@@ -532,7 +533,7 @@ func (r *Reconciler) updateStep(ctx context.Context, s *scope, m *clusterv1.Mach
 			log.Info("Installing the new Talos version", "installer", rec.Upgrade)
 			if err := node.InstallUpgrade(ctx, rec.Upgrade); err != nil {
 				stopped(s, m, rec.Step, err)
-				r.event(m, corev1.EventTypeWarning, "InPlaceUpdateFailed", "UpdateInPlace", "Installing %s failed: %v", rec.Upgrade, err)
+				record.Event(r.Events, m, corev1.EventTypeWarning, "InPlaceUpdateFailed", "UpdateInPlace", "Installing %s failed: %v", rec.Upgrade, err)
 				return ctrl.Result{RequeueAfter: unhealthyRecheck}, nil
 			}
 			return r.rebootStep(ctx, s, m, node, func(rec *inPlaceRecord) { rec.Installed = true }, rec)
@@ -704,7 +705,7 @@ func (r *Reconciler) finishUpdate(ctx context.Context, m *clusterv1.Machine, con
 	}
 	ctrl.LoggerFrom(ctx).Info("Updated a control-plane Machine in place", "Machine", klog.KObj(m), "version", rec.Version, "rebooted", rec.Reboot)
 	observeOperation(operationInPlaceUpdate, rec.startedTime())
-	r.event(m, corev1.EventTypeNormal, "InPlaceUpdated", "UpdateInPlace", "The node runs Kubernetes %s%s", rec.Version, map[bool]string{true: " after a reboot"}[rec.Reboot])
+	record.Event(r.Events, m, corev1.EventTypeNormal, "InPlaceUpdated", "UpdateInPlace", "The node runs Kubernetes %s%s", rec.Version, map[bool]string{true: " after a reboot"}[rec.Reboot])
 	return ctrl.Result{RequeueAfter: converging}, nil
 }
 

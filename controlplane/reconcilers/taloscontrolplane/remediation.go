@@ -33,6 +33,7 @@ import (
 
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	"github.com/talon-capi/talon/controlplane/pkg/controlplane"
+	"github.com/talon-capi/talon/internal/record"
 )
 
 // reconcileRemediation replaces, one at a time, the Machines that a MachineHealthCheck
@@ -151,7 +152,7 @@ func (r *Reconciler) remediate(ctx context.Context, s *scope, m *clusterv1.Machi
 		// The Machine health check marked it by turning that condition false.
 		observeOperation(operationRemediation, marked.LastTransitionTime.Time)
 	}
-	r.event(s.tcp, corev1.EventTypeNormal, "Remediating", "Remediate", "Deleting unhealthy Machine %s to replace it (remediation %d in a row)", m.Name, next.RetryCount+1)
+	record.Event(r.Events, s.tcp, corev1.EventTypeNormal, "Remediating", "Remediate", "Deleting unhealthy Machine %s to replace it (remediation %d in a row)", m.Name, next.RetryCount+1)
 	conditions.Set(m, metav1.Condition{
 		Type: clusterv1.MachineOwnerRemediatedCondition, Status: metav1.ConditionFalse,
 		Reason: controlplanev1.RemediationMachineDeletingReason, Message: "Machine is being deleted; a new Machine replaces it",
@@ -198,7 +199,7 @@ func (r *Reconciler) deferRemediation(s *scope, m *clusterv1.Machine, reason, wh
 		message = "Cannot remediate: " + why
 	}
 	if c := conditions.Get(m, clusterv1.MachineOwnerRemediatedCondition); c == nil || c.Message != message {
-		r.event(s.tcp, corev1.EventTypeWarning, reason, "Remediate", "Machine %s: %s", m.Name, message)
+		record.Event(r.Events, s.tcp, corev1.EventTypeWarning, reason, "Remediate", "Machine %s: %s", m.Name, message)
 	}
 	conditions.Set(m, metav1.Condition{Type: clusterv1.MachineOwnerRemediatedCondition, Status: metav1.ConditionFalse, Reason: reason, Message: message})
 	// Remediation does not hold the rest back (a scale-up may be what it waits for), but it

@@ -44,6 +44,7 @@ import (
 	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
 	"github.com/talon-capi/talon/controlplane/pkg/controlplane"
 	"github.com/talon-capi/talon/controlplane/pkg/talosclient"
+	"github.com/talon-capi/talon/internal/record"
 )
 
 // Worker Machines are updated in place through Cluster API's in-place update protocol
@@ -371,7 +372,7 @@ func (r *Reconciler) workerStep(ctx context.Context, u *workerUpdate, version st
 			case !done:
 				return fmt.Sprintf("Installing %s", rec.Upgrade), workerRetry, nil
 			case err != nil:
-				r.event(m, corev1.EventTypeWarning, "InPlaceUpdateFailed", "UpdateInPlace", "Installing %s failed: %v", rec.Upgrade, err)
+				record.Event(r.Events, m, corev1.EventTypeWarning, "InPlaceUpdateFailed", "UpdateInPlace", "Installing %s failed: %v", rec.Upgrade, err)
 				return stop(err)
 			}
 			return r.workerReboot(ctx, m, node, rec, func(rec *inPlaceRecord) { rec.Installed = true })
@@ -529,6 +530,6 @@ func (r *Reconciler) finishWorker(ctx context.Context, u *workerUpdate, rec inPl
 	}
 	ctrl.LoggerFrom(ctx).Info("Updated a worker Machine in place", "version", rec.Version, "rebooted", rec.Reboot || rec.Installed)
 	observeOperation(operationInPlaceUpdate, rec.startedTime())
-	r.event(m, corev1.EventTypeNormal, "InPlaceUpdated", "UpdateInPlace", "The node runs Kubernetes %s%s", rec.Version, map[bool]string{true: " after a reboot"}[rec.Reboot || rec.Installed])
+	record.Event(r.Events, m, corev1.EventTypeNormal, "InPlaceUpdated", "UpdateInPlace", "The node runs Kubernetes %s%s", rec.Version, map[bool]string{true: " after a reboot"}[rec.Reboot || rec.Installed])
 	return nil
 }

@@ -43,6 +43,7 @@ import (
 	"github.com/talon-capi/talon/controlplane/pkg/controlplane"
 	"github.com/talon-capi/talon/controlplane/pkg/etcdbackup"
 	"github.com/talon-capi/talon/controlplane/pkg/talosclient"
+	"github.com/talon-capi/talon/internal/record"
 )
 
 // The reasons of a backup's Ready condition, besides the store's (etcdbackup.Error).
@@ -212,7 +213,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	lastSuccess.WithLabelValues(labels...).Set(float64(end.Unix()))
 	lastDuration.WithLabelValues(labels...).Set(end.Sub(start.Time).Seconds())
 	lastSize.WithLabelValues(labels...).Set(float64(written.Size))
-	r.event(b, corev1.EventTypeNormal, "BackupSucceeded", "Backup", "Stored %d bytes of %s's etcd (member on %s) in %s", written.Size, b.Spec.ClusterName, t.member, b.Status.Key)
+	record.Event(r.Events, b, corev1.EventTypeNormal, "BackupSucceeded", "Backup", "Stored %d bytes of %s's etcd (member on %s) in %s", written.Size, b.Spec.ClusterName, t.member, b.Status.Key)
 	return ctrl.Result{}, nil
 }
 
@@ -256,7 +257,7 @@ func (r *Reconciler) wait(ctx context.Context, b, before *controlplanev1.TalosEt
 			message = fmt.Sprintf("%s (attempt %d of %d; the backup is not retried: create a new one)", message, b.Status.Attempts, MaxAttempts)
 		}
 		setReady(b, metav1.ConditionFalse, w.reason, message)
-		r.event(b, corev1.EventTypeWarning, "BackupFailed", "Backup", "%s", message)
+		record.Event(r.Events, b, corev1.EventTypeWarning, "BackupFailed", "Backup", "%s", message)
 		return ctrl.Result{}, r.patch(ctx, b, before)
 	}
 	b.Status.Phase = controlplanev1.EtcdBackupPending
@@ -272,12 +273,6 @@ func (r *Reconciler) patch(ctx context.Context, b, before *controlplanev1.TalosE
 
 func setReady(b *controlplanev1.TalosEtcdBackup, status metav1.ConditionStatus, reason, message string) {
 	conditions.Set(b, metav1.Condition{Type: clusterv1.ReadyCondition, Status: status, Reason: reason, Message: message, ObservedGeneration: b.Generation})
-}
-
-func (r *Reconciler) event(b *controlplanev1.TalosEtcdBackup, eventType, reason, action, note string, args ...any) {
-	if r.Events != nil {
-		r.Events.Eventf(b, nil, eventType, reason, action, note, args...)
-	}
 }
 
 // objectKey is where a backup's snapshot goes: <prefix><namespace>/<cluster>/<time>-<name>.db,

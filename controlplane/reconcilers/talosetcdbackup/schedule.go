@@ -41,6 +41,7 @@ import (
 
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	"github.com/talon-capi/talon/controlplane/pkg/etcdbackup"
+	"github.com/talon-capi/talon/internal/record"
 )
 
 // The reasons of a schedule's Ready condition.
@@ -180,7 +181,7 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 // takeBackup creates the backup due at due, unless one of the schedule is still running.
 func (r *ScheduleReconciler) takeBackup(ctx context.Context, s *controlplanev1.TalosEtcdBackupSchedule, backups []controlplanev1.TalosEtcdBackup, due time.Time) error {
 	if i := slices.IndexFunc(backups, func(b controlplanev1.TalosEtcdBackup) bool { return !finished(&b) }); i >= 0 {
-		r.event(s, corev1.EventTypeWarning, "BackupSkipped", "Schedule", "Skipped the backup due at %s: %s has not finished", due.UTC().Format(time.RFC3339), backups[i].Name)
+		record.Event(r.Events, s, corev1.EventTypeWarning, "BackupSkipped", "Schedule", "Skipped the backup due at %s: %s has not finished", due.UTC().Format(time.RFC3339), backups[i].Name)
 		return nil
 	}
 	b := &controlplanev1.TalosEtcdBackup{
@@ -196,7 +197,7 @@ func (r *ScheduleReconciler) takeBackup(ctx context.Context, s *controlplanev1.T
 	if err := r.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	r.event(s, corev1.EventTypeNormal, "BackupCreated", "Schedule", "Created TalosEtcdBackup %s, due at %s", b.Name, due.UTC().Format(time.RFC3339))
+	record.Event(r.Events, s, corev1.EventTypeNormal, "BackupCreated", "Schedule", "Created TalosEtcdBackup %s, due at %s", b.Name, due.UTC().Format(time.RFC3339))
 	return nil
 }
 
@@ -335,7 +336,7 @@ func (r *ScheduleReconciler) pruneOne(ctx context.Context, b *controlplanev1.Tal
 	if err := client.IgnoreNotFound(r.Client.Delete(ctx, b)); err != nil {
 		return err
 	}
-	r.event(b, corev1.EventTypeNormal, "BackupPruned", "Prune", "Deleted %s and its object %q: the schedule's retention does not keep it", b.Name, b.Status.Key)
+	record.Event(r.Events, b, corev1.EventTypeNormal, "BackupPruned", "Prune", "Deleted %s and its object %q: the schedule's retention does not keep it", b.Name, b.Status.Key)
 	return nil
 }
 
@@ -346,10 +347,4 @@ func (r *ScheduleReconciler) patch(ctx context.Context, s, before *controlplanev
 
 func setScheduleReady(s *controlplanev1.TalosEtcdBackupSchedule, status metav1.ConditionStatus, reason, message string) {
 	conditions.Set(s, metav1.Condition{Type: clusterv1.ReadyCondition, Status: status, Reason: reason, Message: message, ObservedGeneration: s.Generation})
-}
-
-func (r *ScheduleReconciler) event(o client.Object, eventType, reason, action, note string, args ...any) {
-	if r.Events != nil {
-		r.Events.Eventf(o, nil, eventType, reason, action, note, args...)
-	}
 }
