@@ -21,6 +21,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -40,6 +41,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/pager"
 	"k8s.io/utils/ptr"
@@ -325,6 +327,25 @@ func waitBackup(tb testing.TB, env *envtest.Environment, ns, name string, phase 
 }
 
 // writeConfigMaps writes n ConfigMaps into the default namespace, 16 at a time.
+// createConfigMap creates cm, again when the connection was lost before the API server
+// answered: the load balancer shuts the connections to a kube-apiserver whose readiness check
+// fails while others pass (as HAProxy's on-marked-down shutdown-sessions does), which a
+// member catching up or a busy machine can cause for a moment, and client-go retries no
+// POST. A retry that finds the ConfigMap the lost attempt made is done; an answer from the
+// API server is final.
+func createConfigMap(ctx context.Context, kube kubernetes.Interface, cm *corev1.ConfigMap) error {
+	for attempt := 1; ; attempt++ {
+		_, err := kube.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+		var status apierrors.APIStatus
+		switch {
+		case err == nil, attempt > 1 && apierrors.IsAlreadyExists(err):
+			return nil
+		case errors.As(err, &status), !utilnet.IsProbableEOF(err), attempt == 3:
+			return err
+		}
+	}
+}
+
 func writeConfigMaps(tb testing.TB, kube kubernetes.Interface, n int) {
 	tb.Helper()
 	// kube-apiserver makes the default namespace a moment after it starts to serve.
@@ -339,9 +360,8 @@ func writeConfigMaps(tb testing.TB, kube kubernetes.Interface, n int) {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			_, err := kube.CoreV1().ConfigMaps("default").Create(tb.Context(), &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("key-%05d", i)}, Data: map[string]string{"i": fmt.Sprint(i)}}, metav1.CreateOptions{})
-			errs <- err
+			errs <- createConfigMap(tb.Context(), kube, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("key-%05d", i), Namespace: "default"}, Data: map[string]string{"i": fmt.Sprint(i)}})
 		})
 	}
 	wg.Wait()
