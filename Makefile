@@ -193,8 +193,10 @@ release-manifests: $(KUSTOMIZE) ## Write the clusterctl components and metadata.
 	$(KUSTOMIZE) build config/infrastructure/metal-only > $(OUT)/infrastructure-components-metal-only.yaml
 	$(KUSTOMIZE) build config/infrastructure/metal-boot-service > $(OUT)/infrastructure-components-metal-boot-service.yaml
 	$(KUSTOMIZE) build config/controlplane/extension > $(OUT)/in-place-updates.yaml
+	$(KUSTOMIZE) build config/monitoring > $(OUT)/monitoring.yaml
+	$(KUSTOMIZE) build config/network-policy > $(OUT)/network-policies.yaml
 	cp metadata.yaml $(TEMPLATES) $(OUT)/
-	@echo "Wrote $(OUT)/{bootstrap,control-plane,infrastructure}-components.yaml, infrastructure-components-metal-{only,boot-service}.yaml, in-place-updates.yaml, metadata.yaml, cluster-template{,-metal,-metal-clusterclass}.yaml and clusterclass-talos-{docker,metal}.yaml"
+	@echo "Wrote $(OUT)/{bootstrap,control-plane,infrastructure}-components.yaml, infrastructure-components-metal-{only,boot-service}.yaml, in-place-updates.yaml, monitoring.yaml, network-policies.yaml, metadata.yaml, cluster-template{,-metal,-metal-clusterclass}.yaml and clusterclass-talos-{docker,metal}.yaml"
 	@# A clusterctl local repository of these files and the clusterctl.yaml that points at it:
 	@#   clusterctl init --config out/clusterctl.yaml --bootstrap talon --control-plane talon --infrastructure talon
 	@# Cluster API's core manager calls Talon's in-place update hooks with these two gates on.

@@ -22,7 +22,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega" //nolint:staticcheck // the assertions read as the tests' do
 	dto "github.com/prometheus/client_model/go"
@@ -31,65 +36,82 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
 
 	"github.com/talon-capi/talon/internal/plane"
+	"github.com/talon-capi/talon/test/envtest"
 	testmetrics "github.com/talon-capi/talon/test/metrics"
 )
 
 // scraper is the ServiceAccount, in the default namespace, whose token ScrapeManager shows:
-// its ClusterRole lets it get /metrics, as a Prometheus server's would.
+// it is bound to out/monitoring.yaml's talon-metrics-reader, as a Prometheus server's would be.
 const scraper = "talon-test-metrics-scraper"
 
-// metricsPort is the managers' diagnostics port (--diagnostics-address=:8443).
-const metricsPort = "8443"
-
-// ScrapeManager reads the /metrics of the manager in namespace ns as Prometheus would: over
-// HTTPS on its Pod's metrics port, with the token of a ServiceAccount allowed to get
-// /metrics, which the manager has the API server authenticate and authorise.
+// ScrapeManager reads the /metrics of the manager in namespace ns as a Prometheus server set
+// up by docs/managers.md would: through the metrics Service of out/monitoring.yaml (applied
+// here without its ServiceMonitors, whose CRD the plane lacks), over HTTPS, with the token of
+// a ServiceAccount bound to that file's talon-metrics-reader ClusterRole, which the manager
+// has the API server authenticate and authorise.
 func ScrapeManager(t *testing.T, p *plane.Plane, ns string) []*dto.MetricFamily {
 	t.Helper()
 	ctx, g := t.Context(), NewWithT(t)
+	c, err := p.Client(client.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	raw, err := os.ReadFile(filepath.Join(envtest.RepoRoot(), "out", "monitoring.yaml"))
+	g.Expect(err).NotTo(HaveOccurred(), "run 'make release-manifests' first")
+	objs, err := utilyaml.ToUnstructured(raw)
+	g.Expect(err).NotTo(HaveOccurred())
+	objs = slices.DeleteFunc(objs, func(o unstructured.Unstructured) bool { return o.GetKind() == "ServiceMonitor" })
+	ApplyObjects(ctx, g, c, objs, "talon-test")
+
 	clientset, err := clientsetOf(p)
 	g.Expect(err).NotTo(HaveOccurred())
 	token, err := scraperToken(ctx, clientset)
 	g.Expect(err).NotTo(HaveOccurred())
-	pods, err := clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	services, err := clientset.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: "talon.dev/metrics"})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(pods.Items).To(HaveLen(1), "one manager Pod in %s", ns)
-	pod := pods.Items[0]
-	g.Expect(pod.Status.PodIP).NotTo(BeEmpty(), "Pod %s/%s has an address", ns, pod.Name)
+	g.Expect(services.Items).To(HaveLen(1), "one metrics Service in %s", ns)
+	svc := services.Items[0]
 
-	url := "https://" + net.JoinHostPort(pod.Status.PodIP, metricsPort) + "/metrics"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
-	g.Expect(err).NotTo(HaveOccurred())
-	req.Header.Set("Authorization", "Bearer "+token)
+	url := "https://" + net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(svc.Spec.Ports[0].Port))) + "/metrics"
 	// The manager serves metrics with a certificate it made itself, as controller-runtime
-	// does without one given; Prometheus is told to skip its verification the same way.
-	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // see above
-	resp, err := c.Do(req)
-	g.Expect(err).NotTo(HaveOccurred())
-	defer resp.Body.Close() //nolint:errcheck // read to the end below
-	g.Expect(resp.StatusCode).To(Equal(http.StatusOK), "GET %s", url)
-	families, err := testmetrics.Parse(resp.Body)
-	g.Expect(err).NotTo(HaveOccurred())
+	// does without one given; the ServiceMonitor tells Prometheus to skip its verification.
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // see above
+	var families []*dto.MetricFamily
+	// kube-proxy routes a new Service a moment after it is made.
+	g.Eventually(func() error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close() //nolint:errcheck // read to the end below
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		families, err = testmetrics.Parse(resp.Body)
+		return err
+	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 	return families
 }
 
-// scraperToken makes the scraper's ServiceAccount and role where they are missing and
-// returns a token of it.
+// scraperToken makes the scraper's ServiceAccount and its binding to talon-metrics-reader
+// where they are missing and returns a token of it.
 func scraperToken(ctx context.Context, clientset *kubernetes.Clientset) (string, error) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: scraper, Namespace: metav1.NamespaceDefault}}
 	if _, err := clientset.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", err
 	}
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: scraper},
-		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
-	if _, err := clientset.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", err
-	}
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: scraper},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: scraper},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "talon-metrics-reader"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: scraper, Namespace: sa.Namespace}}}
 	if _, err := clientset.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", err
