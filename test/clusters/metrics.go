@@ -33,11 +33,13 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
@@ -52,7 +54,7 @@ import (
 const scraper = "talon-test-metrics-scraper"
 
 // ScrapeManager reads the /metrics of the manager in namespace ns as a Prometheus server set
-// up by docs/managers.md would: through the metrics Service of out/monitoring.yaml (applied
+// up by docs/managers.md would: at the endpoint of the metrics Service of out/monitoring.yaml (applied
 // here without its ServiceMonitors, whose CRD the plane lacks), over HTTPS, with the token of
 // a ServiceAccount bound to that file's talon-metrics-reader ClusterRole, which the manager
 // has the API server authenticate and authorise.
@@ -77,13 +79,34 @@ func ScrapeManager(t *testing.T, p *plane.Plane, ns string) []*dto.MetricFamily 
 	g.Expect(services.Items).To(HaveLen(1), "one metrics Service in %s", ns)
 	svc := services.Items[0]
 
-	url := "https://" + net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(svc.Spec.Ports[0].Port))) + "/metrics"
 	// The manager serves metrics with a certificate it made itself, as controller-runtime
 	// does without one given; the ServiceMonitor tells Prometheus to skip its verification.
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // see above
 	var families []*dto.MetricFamily
-	// kube-proxy routes a new Service a moment after it is made.
+	// Prometheus scrapes what a ServiceMonitor's Service resolves to: each ready endpoint's
+	// address at the port the Service's named target port found in the Pod. The endpoint
+	// controller lists them a moment after the Service is made.
 	g.Eventually(func() error {
+		endpointSlices, err := clientset.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc.Name})
+		if err != nil {
+			return err
+		}
+		var url string
+		for _, es := range endpointSlices.Items {
+			for _, port := range es.Ports {
+				if ptr.Deref(port.Name, "") != svc.Spec.Ports[0].Name || port.Port == nil {
+					continue
+				}
+				for _, e := range es.Endpoints {
+					if ptr.Deref(e.Conditions.Ready, false) && len(e.Addresses) > 0 {
+						url = "https://" + net.JoinHostPort(e.Addresses[0], strconv.Itoa(int(*port.Port))) + "/metrics"
+					}
+				}
+			}
+		}
+		if url == "" {
+			return fmt.Errorf("service %s/%s has no ready endpoint at port %s", ns, svc.Name, svc.Spec.Ports[0].Name)
+		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
 		if err != nil {
 			return err
