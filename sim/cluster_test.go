@@ -40,12 +40,18 @@ func startNodes(t *testing.T, addresses ...string) []*sim.Node {
 	t.Helper()
 	_, err := envtest.Binary("kube-apiserver")
 	require.Layer(t, envtest.Layer, err)
+	return startNodesWith(t, sim.Options{BinDir: envtest.BinDir(), RebootDelay: 500 * time.Millisecond}, addresses...)
+}
+
+// startNodesWith starts nodes with opts at addresses, each with a state directory of its own,
+// in maintenance mode until the test ends.
+func startNodesWith(t *testing.T, opts sim.Options, addresses ...string) []*sim.Node {
+	t.Helper()
 	nodes := make([]*sim.Node, 0, len(addresses))
 	for _, address := range addresses {
-		n, err := sim.NewNode(sim.Options{
-			Address: address, StateDir: t.TempDir(), BinDir: envtest.BinDir(), RebootDelay: 500 * time.Millisecond,
-			Log: testr.NewWithOptions(t, testr.Options{Verbosity: 1}),
-		})
+		opts.Address, opts.StateDir = address, t.TempDir()
+		opts.Log = testr.NewWithOptions(t, testr.Options{Verbosity: 1})
+		n, err := sim.NewNode(opts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -213,7 +213,7 @@ func (n *Node) tryJoin(ctx context.Context, cfg talosconfig.Provider) (transport
 	if err != nil {
 		return transport.TLSInfo{}, err
 	}
-	c, err := newEtcdClient(tlsInfo, peers...)
+	c, err := n.etcdClient(tlsInfo, peers...)
 	if err != nil {
 		return transport.TLSInfo{}, err
 	}
@@ -248,7 +248,7 @@ func (n *Node) tryJoin(ctx context.Context, cfg talosconfig.Provider) (transport
 			initial += memberName + "=" + u
 		}
 	}
-	member, err := startEtcd(ctx, n.stateDir("etcd"), tlsInfo, name, n.ip, initial, "existing", n.opts.SharedNetworkNamespace, n.logs.of("etcd"))
+	member, err := n.startEtcd(ctx, n.stateDir("etcd"), tlsInfo, name, initial, "existing")
 	if err != nil {
 		// Leave no half-made data directory behind: the next attempt starts afresh.
 		_ = os.RemoveAll(n.stateDir("etcd"))
@@ -287,7 +287,7 @@ func (n *Node) startOwnEtcd(ctx context.Context, cfg talosconfig.Provider) error
 	if err != nil {
 		return err
 	}
-	member, err := startEtcd(ctx, n.stateDir("etcd"), tlsInfo, name, n.ip, name+"="+etcdPeer(n.ip), "existing", n.opts.SharedNetworkNamespace, n.logs.of("etcd"))
+	member, err := n.startEtcd(ctx, n.stateDir("etcd"), tlsInfo, name, name+"="+etcdPeer(n.ip), "existing")
 	if err != nil {
 		return err
 	}

@@ -41,10 +41,14 @@ import (
 // etcdMember is the node's etcd member: the etcd server library, with certificates from
 // the machine config's etcd CA, as the etcd Talos runs.
 type etcdMember struct {
-	server   *embed.Etcd
-	client   *clientv3.Client
-	dir      string
-	stopOnce sync.Once
+	// server is the etcd server library's member; on a light node (Options.Light) mem is the
+	// member of the in-memory cluster memCluster instead.
+	server     *embed.Etcd
+	mem        *memMember
+	memCluster *memEtcd
+	client     *clientv3.Client
+	dir        string
+	stopOnce   sync.Once
 	// leaving is set while the node removes the member itself (leaveEtcd), which then
 	// stops it: watchRemoval leaves it alone.
 	leaving atomic.Bool
@@ -93,11 +97,11 @@ func etcdTLSInfo(dir string) transport.TLSInfo {
 	}
 }
 
-// startEtcd starts the member. initialCluster is "name=peerURL,..."; state is "new" for
+// startEtcdServer starts the member with the etcd server library. initialCluster is "name=peerURL,..."; state is "new" for
 // the bootstrap member and "existing" for a joining one. sharedNetwork skips etcd's check
 // that a peer's certificate names the address it connects from: nodes that share one network
 // namespace reach each other's local addresses from the destination address itself.
-func startEtcd(ctx context.Context, dataDir string, tlsInfo transport.TLSInfo, name string, ip net.IP, initialCluster, state string, sharedNetwork bool, log io.Writer) (*etcdMember, error) {
+func startEtcdServer(ctx context.Context, dataDir string, tlsInfo transport.TLSInfo, name string, ip net.IP, initialCluster, state string, sharedNetwork bool, log io.Writer) (*etcdMember, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = name
 	cfg.Dir = dataDir
@@ -155,13 +159,46 @@ func newEtcdClient(tlsInfo transport.TLSInfo, endpoints ...string) (*clientv3.Cl
 }
 
 // id is the member's etcd ID.
-func (m *etcdMember) id() uint64 { return uint64(m.server.Server.MemberID()) }
+func (m *etcdMember) id() uint64 {
+	if m.mem != nil {
+		return m.mem.id
+	}
+	return uint64(m.server.Server.MemberID())
+}
+
+// leader is the ID of the leader the member knows, 0 without one.
+func (m *etcdMember) leader() uint64 {
+	if m.mem != nil {
+		return m.memCluster.leaderID()
+	}
+	return uint64(m.server.Server.Leader())
+}
+
+// stopNotify is closed once the member stopped.
+func (m *etcdMember) stopNotify() <-chan struct{} {
+	if m.mem != nil {
+		return m.mem.stopped
+	}
+	return m.server.Server.StopNotify()
+}
+
+// isMember reports whether the member is still in its cluster's membership.
+func (m *etcdMember) isMember() bool {
+	if m.mem != nil {
+		return m.memCluster.exists(m.mem.id)
+	}
+	return m.server.Server.IsMemberExist(m.server.Server.MemberID())
+}
 
 // stop stops the member at once, like a node losing power: a graceful stop would try to
 // hand over leadership, which blocks for good in a cluster without quorum.
 func (m *etcdMember) stop() {
 	m.stopOnce.Do(func() {
 		_ = m.client.Close()
+		if m.mem != nil {
+			m.memCluster.stop(m.mem)
+			return
+		}
 		m.server.Server.HardStop()
 		m.server.Close()
 	})

@@ -53,6 +53,10 @@ func (n *Node) bootstrapEtcd(ctx context.Context, req *machine.BootstrapRequest)
 		n.mu.Unlock()
 		return status.Error(codes.AlreadyExists, "etcd data directory is not empty")
 	}
+	if req.GetRecoverEtcd() && n.opts.Light != nil {
+		n.mu.Unlock()
+		return status.Error(codes.Unimplemented, errNoMemoryData.Error())
+	}
 	// Start etcd without holding the lock, so the node keeps answering meanwhile.
 	n.bootstrapping = true
 	name, cfg, servicesCtx := n.hostnameLocked(), n.cfg, n.servicesCtx
@@ -103,7 +107,7 @@ func (n *Node) leaveEtcd(ctx context.Context) error {
 			endpoints = append(endpoints, member.ClientURLs...)
 		}
 	}
-	c, err := newEtcdClient(etcdTLSInfo(n.stateDir("etcd-pki")), endpoints...)
+	c, err := n.etcdClient(etcdTLSInfo(n.stateDir("etcd-pki")), endpoints...)
 	if err != nil {
 		return fmt.Errorf("failed to create etcd client: %w", err)
 	}
@@ -152,12 +156,11 @@ func (n *Node) watchRemoval(m *etcdMember) {
 		defer ticker.Stop()
 		for {
 			select {
-			case <-m.server.Server.StopNotify():
+			case <-m.stopNotify():
 				return
 			case <-ticker.C:
 			}
-			srv := m.server.Server
-			if srv.IsMemberExist(srv.MemberID()) {
+			if m.isMember() {
 				continue
 			}
 			if m.leaving.Load() {
@@ -184,6 +187,10 @@ func (n *Node) watchRemoval(m *etcdMember) {
 func (n *Node) SplitEtcd(ctx context.Context) error {
 	n.mu.Lock()
 	old, name := n.etcd, n.hostnameLocked()
+	if old != nil && old.mem != nil {
+		n.mu.Unlock()
+		return errors.New("a light node cannot split its etcd member off: its cluster is held in memory by peer URL")
+	}
 	n.etcd = nil
 	n.mu.Unlock()
 	if old == nil {
@@ -193,7 +200,7 @@ func (n *Node) SplitEtcd(ctx context.Context) error {
 	if err := os.RemoveAll(old.dir); err != nil {
 		return err
 	}
-	member, err := startEtcd(ctx, old.dir, etcdTLSInfo(n.stateDir("etcd-pki")), name, n.ip, name+"="+etcdPeer(n.ip), "new", n.opts.SharedNetworkNamespace, n.logs.of("etcd"))
+	member, err := n.startEtcd(ctx, old.dir, etcdTLSInfo(n.stateDir("etcd-pki")), name, name+"="+etcdPeer(n.ip), "new")
 	if err != nil {
 		return err
 	}

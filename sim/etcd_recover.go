@@ -62,6 +62,9 @@ func (s *machineService) EtcdRecover(stream grpc.ClientStreamingServer[common.Da
 	if !n.isControlPlane() {
 		return status.Error(codes.Unimplemented, "etcd recover is only available on control plane nodes")
 	}
+	if n.opts.Light != nil {
+		return status.Error(codes.Unimplemented, errNoMemoryData.Error())
+	}
 	path := n.stateDir(recoverySnapshotFile)
 	//nolint:gosec // the node's own state directory
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
@@ -196,7 +199,7 @@ func (n *Node) startBootstrapMember(ctx, servicesCtx context.Context, cfg talosc
 	if err != nil {
 		return status.Error(codes.FailedPrecondition, err.Error())
 	}
-	member, err := startEtcd(ctx, dataDir, tlsInfo, name, n.ip, name+"="+etcdPeer(n.ip), "new", n.opts.SharedNetworkNamespace, n.logs.of("etcd"))
+	member, err := n.startEtcd(ctx, dataDir, tlsInfo, name, name+"="+etcdPeer(n.ip), "new")
 	if err != nil {
 		if !recovered {
 			_ = os.RemoveAll(dataDir)

@@ -36,6 +36,11 @@ import (
 // heartbeat is how often the kubelet stand-in renews its Lease and Ready condition.
 const heartbeat = 10 * time.Second
 
+// lightHeartbeat is how often the kubelet stand-in of a light node posts its unchanged
+// status: a kubelet's default nodeStatusReportFrequency. Light nodes have no Lease to renew
+// in between; a change (a config, a shutdown) is posted at once all the same.
+const lightHeartbeat = 5 * time.Minute
+
 // startKubelet runs the kubelet stand-in with client c until the node's services stop: it
 // registers the Node (name, labels, taints, addresses, kubelet version from the current
 // config), keeps it Ready, renews its Lease and, on a control-plane node, publishes the
@@ -52,16 +57,19 @@ func (n *Node) startKubelet(c *kubernetes.Clientset) {
 			n.mu.Lock()
 			cfg, partitioned := n.cfg, n.partitioned
 			n.mu.Unlock()
+			next := n.heartbeat()
 			if cfg != nil && !partitioned {
 				if err := n.report(ctx, cfg, c); err != nil && ctx.Err() == nil {
 					n.opts.Log.V(1).Info("Kubelet stand-in failed to report", "reason", err.Error())
+					// A light node's heartbeat is minutes: retry a failed report sooner.
+					next = min(next, heartbeat)
 				}
 			}
 			select {
 			case <-ctx.Done():
 				return
 			case <-n.configChanged:
-			case <-time.After(heartbeat):
+			case <-time.After(next):
 			}
 		}
 	}()
@@ -87,8 +95,12 @@ func (n *Node) report(ctx context.Context, cfg talosconfig.Provider, c *kubernet
 		}
 	}
 	n.setNodeReady(true)
-	if err := renewLease(ctx, c, node.Name); err != nil {
-		return err
+	// The in-memory API server of light nodes serves no Leases (nothing reads them there:
+	// no kube-controller-manager watches node heartbeats).
+	if n.opts.Light == nil {
+		if err := renewLease(ctx, c, node.Name); err != nil {
+			return err
+		}
 	}
 	if cfg.Machine().Type() == machinetype.TypeControlPlane {
 		return n.publishMirrorPods(ctx, cfg, c, node)
@@ -273,4 +285,12 @@ func renewLease(ctx context.Context, c *kubernetes.Clientset, name string) error
 	lease.Spec.RenewTime = &now
 	_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
 	return err
+}
+
+// heartbeat is how often the kubelet stand-in reports while nothing changes.
+func (n *Node) heartbeat() time.Duration {
+	if n.opts.Light != nil {
+		return lightHeartbeat
+	}
+	return heartbeat
 }

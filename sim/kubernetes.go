@@ -92,11 +92,9 @@ func kubeClientWith(cfg talosconfig.Provider, server string, tlsConfig rest.TLSC
 	return kubernetes.NewForConfig(&rest.Config{Host: server, TLSClientConfig: tlsConfig, BearerToken: token, Timeout: 10 * time.Second})
 }
 
-// startAPIServer runs kube-apiserver on the node's address against its own etcd member,
-// configured from the machine config: the Kubernetes and aggregator CAs, the
-// service-account key, the service CIDR, the certificate SANs and the extra arguments.
-func (n *Node) startAPIServer(ctx context.Context, cfg talosconfig.Provider, etcdTLS transport.TLSInfo) (*component, error) {
-	// The names Talos' KubernetesCertSANsController gives the certificate, each once.
+// apiServerCertificate is kube-apiserver's serving certificate, issued by the Kubernetes CA
+// with the names Talos' KubernetesCertSANsController gives it, each once.
+func (n *Node) apiServerCertificate(cfg talosconfig.Provider) (*x509.PEMEncodedCertificateAndKey, error) {
 	var sans secrets.CertSANSpec
 	if endpoint := clusterEndpoint(cfg); endpoint != nil {
 		sans.Append(endpoint.Hostname())
@@ -119,7 +117,18 @@ func (n *Node) startAPIServer(ctx context.Context, cfg talosconfig.Provider, etc
 	}
 	sans.AppendIPs(netip.MustParseAddr("127.0.0.1"))
 	sans.Sort()
-	serving, err := issue(kubernetesCA(cfg), "kube-apiserver", sans.StdIPs(), sans.DNSNames, []stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth})
+	return issue(kubernetesCA(cfg), "kube-apiserver", sans.StdIPs(), sans.DNSNames, []stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth})
+}
+
+// startAPIServer runs kube-apiserver on the node's address against its own etcd member,
+// configured from the machine config: the Kubernetes and aggregator CAs, the
+// service-account key, the service CIDR, the certificate SANs and the extra arguments. A
+// light node serves its cluster's objects from memory instead (apiserver_memory.go).
+func (n *Node) startAPIServer(ctx context.Context, cfg talosconfig.Provider, etcdTLS transport.TLSInfo) (*component, error) {
+	if n.opts.Light != nil {
+		return n.startMemoryAPIServer(ctx, cfg)
+	}
+	serving, err := n.apiServerCertificate(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -194,6 +203,9 @@ func (n *Node) startAPIServer(ctx context.Context, cfg talosconfig.Provider, etc
 // kubelet stopped reporting NotReady, and runs the rest of the built-in controllers under
 // one elected leader.
 func (n *Node) startControllerManager(ctx context.Context, cfg talosconfig.Provider) (*component, error) {
+	if n.opts.Light != nil {
+		return startMemoryControllerManager(), nil
+	}
 	cert, err := kubeClientCert(cfg, "system:kube-controller-manager")
 	if err != nil {
 		return nil, err

@@ -118,7 +118,7 @@ func (s *machineService) EtcdForfeitLeadership(ctx context.Context, _ *machine.E
 		return nil, err
 	}
 	resp := &machine.EtcdForfeitLeadershipResponse{Messages: []*machine.EtcdForfeitLeadership{{}}}
-	if uint64(m.server.Server.Leader()) != m.id() {
+	if m.leader() != m.id() {
 		return resp, nil
 	}
 	members, err := m.client.MemberList(ctx)
@@ -145,6 +145,9 @@ func (s *machineService) EtcdStatus(context.Context, *emptypb.Empty) (_ *machine
 	if err != nil {
 		// Talos asks its local etcd and wraps the client's error: gRPC code Unknown.
 		return nil, status.Error(codes.Unknown, "failed to query etcd status: dial tcp 127.0.0.1:2379: connect: connection refused")
+	}
+	if m.mem != nil {
+		return memoryEtcdStatus(m)
 	}
 	srv := m.server.Server
 	stopping := status.Error(codes.Unavailable, "this etcd member is stopping")
@@ -186,6 +189,9 @@ func (s *machineService) EtcdSnapshot(_ *machine.EtcdSnapshotRequest, stream grp
 	m, err := s.node.etcdMember()
 	if err != nil {
 		return err
+	}
+	if m.mem != nil {
+		return status.Error(codes.Unimplemented, errNoMemoryData.Error())
 	}
 	snapshot, err := m.client.Snapshot(stream.Context())
 	if err != nil {

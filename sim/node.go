@@ -108,6 +108,11 @@ type Options struct {
 	// manages its links (a simulated bare-metal host): static addresses in the config replace
 	// Address, and a control-plane node holds the config's Layer 2 VIP on it while elected.
 	Link string
+	// Light, when set, makes the node a light node (the simulator's scale mode): its etcd
+	// member and its cluster's Kubernetes API are held in memory in Light, shared by every
+	// light node of the process, instead of running the etcd server library,
+	// kube-apiserver and kube-controller-manager. See Light for what it cannot do.
+	Light *Light
 	// OnShutdown, when set, is called after the node powered itself off (Shutdown, or Reset
 	// without reboot), as a host's BMC sees its power go off.
 	OnShutdown func()

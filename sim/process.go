@@ -95,8 +95,17 @@ func binaryVersion(binary string) (string, error) {
 type component struct {
 	name string
 	cmd  *exec.Cmd
+	// shutdown stops a component that runs in this process (a light node's, Options.Light)
+	// rather than as a process: cmd is nil then.
+	shutdown func()
 	// done is closed when the process has exited.
 	done chan struct{}
+}
+
+// inProcessComponent is a component that runs in this process until shutdown, which must
+// make it return; done closes when it has.
+func inProcessComponent(name string, shutdown func()) *component {
+	return &component{name: name, shutdown: shutdown, done: make(chan struct{})}
 }
 
 // startComponent runs binary name of the Kubernetes version of image (binaryFor) with flags
@@ -158,14 +167,22 @@ func (c *component) running() bool {
 
 // signal sends sig to the process if it runs.
 func (c *component) signal(sig os.Signal) {
-	if c.running() {
+	if c.running() && c.cmd != nil {
 		_ = c.cmd.Process.Signal(sig)
 	}
 }
 
 // stop terminates the process and waits for it.
 func (c *component) stop() {
-	if c == nil || c.cmd.Process == nil {
+	if c == nil {
+		return
+	}
+	if c.cmd == nil {
+		c.shutdown()
+		<-c.done
+		return
+	}
+	if c.cmd.Process == nil {
 		return
 	}
 	// A paused process does not act on SIGINT: wake it first.

@@ -107,7 +107,13 @@ func (n *Node) publishMirrorPod(ctx context.Context, c *kubernetes.Clientset, no
 		err = apierrors.NewNotFound(corev1.Resource("pods"), pod.Name)
 	}
 	if apierrors.IsNotFound(err) {
-		pod, err = pods.Create(ctx, mirrorPod(node, sp, hash), metav1.CreateOptions{})
+		mirror := mirrorPod(node, sp, hash)
+		if n.opts.Light != nil {
+			// The in-memory API server of light nodes looks for an owner in the owned
+			// object's namespace, and so finds no Node.
+			mirror.OwnerReferences = nil
+		}
+		pod, err = pods.Create(ctx, mirror, metav1.CreateOptions{})
 	}
 	if err != nil {
 		return err

@@ -119,8 +119,10 @@ func (n *Node) kubeletClient(ctx context.Context, cfg talosconfig.Provider) (*ku
 	}
 	token := cfg.Cluster().Token()
 	bootstrap, err := kubeClientWith(cfg, endpoint.String(), rest.TLSClientConfig{}, token.ID()+"."+token.Secret())
-	if err != nil {
-		return nil, err
+	if err != nil || n.opts.Light != nil {
+		// A light node's cluster has no kube-controller-manager to sign CSRs, and its
+		// in-memory API server authenticates nobody: the bootstrap credentials do.
+		return bootstrap, err
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
