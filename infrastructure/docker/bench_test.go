@@ -69,7 +69,7 @@ func benchmarkClusterUp(b *testing.B, env *envtest.Environment, rt runtime.Runti
 		i++
 		start := time.Now()
 		createCluster(b, env.Client, s)
-		waitForRunning(b, env.Client, s, 3, 5*time.Minute)
+		waitForRunning(b, env.Client, s, 3)
 		total += time.Since(start)
 		b.StopTimer()
 		deleteCluster(b, env.Client, rt, s)

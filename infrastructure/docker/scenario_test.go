@@ -148,12 +148,12 @@ func applyTemplate(tb testing.TB, c client.Client, file string, variables map[st
 
 // waitForRunning waits until the cluster has want Machines, all Running (their Nodes
 // linked by providerID), and returns them.
-func waitForRunning(tb testing.TB, c client.Client, s clusterSpec, want int, timeout time.Duration) []clusterv1.Machine {
+func waitForRunning(tb testing.TB, c client.Client, s clusterSpec, want int) []clusterv1.Machine {
 	tb.Helper()
 	var machines []clusterv1.Machine
 	NewWithT(tb).Eventually(func(g Gomega) {
 		machines = running(tb.Context(), g, c, s, want)
-	}).WithTimeout(timeout).WithPolling(time.Second).Should(Succeed())
+	}).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	return machines
 }
 
@@ -206,7 +206,7 @@ func runScenario(t *testing.T, env *envtest.Environment, rt runtime.Runtime, s c
 	key := runtime.Cluster{Namespace: s.namespace, Name: s.name}
 
 	start := time.Now()
-	machines := waitForRunning(t, c, s, int(s.controlPlanes+s.workers), 5*time.Minute)
+	machines := waitForRunning(t, c, s, int(s.controlPlanes+s.workers))
 	t.Logf("%d Machines Running after %s on the %s runtime", len(machines), time.Since(start).Round(time.Second), rt.Name())
 
 	// Every Node carries its Machine's providerID, set by the provider.

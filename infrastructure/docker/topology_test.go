@@ -108,7 +108,7 @@ func TestClusterClassTopology(t *testing.T) {
 
 	start := time.Now()
 	s := clusterSpec{name: "topology", namespace: ns}
-	machines := waitForRunning(t, c, s, 2, 5*time.Minute)
+	machines := waitForRunning(t, c, s, 2)
 	t.Logf("%d Machines Running %s after the Cluster was applied", len(machines), time.Since(start).Round(time.Second))
 	// The class's variables reached the templates: the worker's config carries its patch,
 	// the nodes sit in the requested subnet.

@@ -45,11 +45,14 @@ const (
 	RuntimeDocker = "docker"
 	// RuntimeSim runs simulated Talos nodes in the manager's own process.
 	RuntimeSim = "sim"
+	// RuntimeSimLight runs light simulated nodes (the simulator's scale mode: etcd and the
+	// workload cluster's API held in memory) in the manager's own process.
+	RuntimeSimLight = "sim-light"
 )
 
 // Settings are the infrastructure provider's own flags.
 type Settings struct {
-	// Runtime is RuntimeDocker or RuntimeSim.
+	// Runtime is RuntimeDocker, RuntimeSim or RuntimeSimLight.
 	Runtime string
 	// LoadBalancerImage runs `talon lb` for clusters that name no image.
 	LoadBalancerImage string
@@ -98,13 +101,13 @@ func NewSettings() *Settings {
 // AddFlags registers the settings on fs.
 func (s *Settings) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.Runtime, "runtime", s.Runtime,
-		"Where TalosDockerMachines run: docker (containers of the Talos image, through the Docker Engine API of $DOCKER_HOST) or sim (simulated Talos nodes inside this manager, for tests and machines without Docker).")
+		"Where TalosDockerMachines run: docker (containers of the Talos image, through the Docker Engine API of $DOCKER_HOST), sim (simulated Talos nodes inside this manager, for tests and machines without Docker) or sim-light (the simulator's scale mode: nodes of a few hundred kilobytes whose etcd and Kubernetes API are held in memory, for scale tests).")
 	fs.StringVar(&s.LoadBalancerImage, "load-balancer-image", s.LoadBalancerImage,
 		"Image of the control-plane load balancer container (it runs 'talon lb') for TalosDockerClusters that name none.")
 	fs.StringVar(&s.SimBinDir, "sim-bin-dir", s.SimBinDir,
 		"With --runtime sim: directory holding the kube-apiserver and kube-controller-manager binaries simulated control planes run.")
 	fs.StringVar(&s.SimStateDir, "sim-state-dir", s.SimStateDir,
-		"With --runtime sim: directory holding the simulated nodes' state.")
+		"With --runtime sim or sim-light: directory holding the simulated nodes' state.")
 	fs.BoolVar(&s.UnprivilegedNodes, "docker-unprivileged-nodes", s.UnprivilegedNodes,
 		"With --runtime docker: run node containers without privileged mode. Talos needs privileged mode; only the simulator image runs without it, on hosts that cannot grant it.")
 
@@ -178,8 +181,10 @@ func (s *Settings) Validate() error {
 			return errors.New("--runtime sim needs --sim-bin-dir: the directory with kube-apiserver and kube-controller-manager")
 		}
 		return nil
+	case RuntimeSimLight:
+		return nil
 	default:
-		return fmt.Errorf("--runtime must be docker or sim, not %q", s.Runtime)
+		return fmt.Errorf("--runtime must be docker, sim or sim-light, not %q", s.Runtime)
 	}
 }
 
@@ -204,8 +209,11 @@ func Provider() manager.Provider {
 
 // NewRuntime connects to the runtime the settings name.
 func (s *Settings) NewRuntime(ctx context.Context) (dockerruntime.Runtime, error) {
-	if s.Runtime == RuntimeSim {
+	switch s.Runtime {
+	case RuntimeSim:
 		return dockerruntime.NewSim(ctx, s.SimBinDir, s.SimStateDir, ctrl.Log.WithName("sim")), nil
+	case RuntimeSimLight:
+		return dockerruntime.NewLightSim(ctx, s.SimStateDir, ctrl.Log.WithName("sim"))
 	}
 	var opts []dockerruntime.DockerOption
 	if s.UnprivilegedNodes {

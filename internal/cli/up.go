@@ -80,7 +80,7 @@ removes everything up made.`,
 	cmd.Flags().IntVar(&o.ControlPlanes, "control-planes", o.ControlPlanes, "number of control-plane nodes (odd)")
 	cmd.Flags().IntVar(&o.Workers, "workers", o.Workers, "number of worker nodes")
 	cmd.Flags().StringVar(&o.KubernetesVersion, "kubernetes-version", o.KubernetesVersion, "Kubernetes version of the cluster")
-	cmd.Flags().StringVar(&o.Runtime, "runtime", "", "where nodes run: docker or sim (default: docker if it holds a Talos or simulator image, else sim)")
+	cmd.Flags().StringVar(&o.Runtime, "runtime", "", "where nodes run: docker, sim or sim-light (the simulator's scale mode) (default: docker if it holds a Talos or simulator image, else sim)")
 	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "use this management cluster instead of starting a local plane")
 	cmd.Flags().StringVar(&o.BinDir, "bin-dir", bin, "directory of the tools and managers (make tools build)")
 	cmd.Flags().StringVar(&o.ClusterctlConfig, "config", filepath.Join(bin, "..", "out", "clusterctl.yaml"), "clusterctl.yaml of Talon's local repository (make release-manifests)")

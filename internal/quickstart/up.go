@@ -74,6 +74,8 @@ func SimImage() string {
 const (
 	RuntimeDocker = "docker"
 	RuntimeSim    = "sim"
+	// RuntimeSimLight is the simulator's scale mode (light nodes, see sim.Light).
+	RuntimeSimLight = "sim-light"
 )
 
 // Manager binaries the quickstart runs from the bin directory.
@@ -152,11 +154,14 @@ var Scheme = func() *runtime.Scheme {
 // else Docker with the simulator image, else simulated nodes inside the infrastructure
 // manager. want forces docker or sim. It returns the runtime, the node image and why.
 func ChooseRuntime(ctx context.Context, want string) (runtime, image, why string, err error) {
-	if want != "" && want != RuntimeDocker && want != RuntimeSim {
-		return "", "", "", fmt.Errorf("--runtime must be %s or %s, got %q", RuntimeDocker, RuntimeSim, want)
+	if want != "" && want != RuntimeDocker && want != RuntimeSim && want != RuntimeSimLight {
+		return "", "", "", fmt.Errorf("--runtime must be %s, %s or %s, got %q", RuntimeDocker, RuntimeSim, RuntimeSimLight, want)
 	}
 	if want == RuntimeSim {
 		return RuntimeSim, "", "simulated nodes inside the infrastructure manager (--runtime sim)", nil
+	}
+	if want == RuntimeSimLight {
+		return RuntimeSimLight, "", "light simulated nodes inside the infrastructure manager, etcd and Kubernetes API in memory (--runtime sim-light)", nil
 	}
 	simImage := SimImage()
 	has, dockerErr := dockerImages(ctx, TalosImage, simImage)
@@ -369,9 +374,12 @@ func installProviders(ctx context.Context, p *plane.Plane, clusterctlConfig, rt,
 	}
 	bin := p.BinDir()
 	infraArgs := []string{"--runtime=" + rt}
-	if rt == RuntimeSim {
+	switch rt {
+	case RuntimeSim:
 		infraArgs = append(infraArgs, "--sim-bin-dir="+bin, "--sim-state-dir="+filepath.Join(p.Dir(), "sim"))
-	} else {
+	case RuntimeSimLight:
+		infraArgs = append(infraArgs, "--sim-state-dir="+filepath.Join(p.Dir(), "sim"))
+	default:
 		infraArgs = append(infraArgs, "--load-balancer-image="+SimImage())
 		// The simulator needs no privileges; the Talos image does (and gets them).
 		if has, _ := dockerImages(ctx, TalosImage); !has[TalosImage] {

@@ -44,7 +44,7 @@ func TestBadInput(t *testing.T) {
 		{"even control planes", up(func(o *Options) { o.ControlPlanes = 2 }), "--control-planes must be odd and at least 1 (etcd needs a majority), got 2"},
 		{"no control plane", up(func(o *Options) { o.ControlPlanes = 0 }), "--control-planes must be odd and at least 1"},
 		{"negative workers", up(func(o *Options) { o.Workers = -1 }), "--workers must not be negative, got -1"},
-		{"unknown runtime", up(func(o *Options) { o.Runtime = "podman" }), `--runtime must be docker or sim, got "podman"`},
+		{"unknown runtime", up(func(o *Options) { o.Runtime = "podman" }), `--runtime must be docker, sim or sim-light, got "podman"`},
 		{"tools not built", up(func(o *Options) { o.Runtime = RuntimeSim }), "clusterctl not found in"},
 		{"an API port out of range", up(func(o *Options) { o.APIPort = 70000 }), "--api-port must be a port number (1-65535), got 70000"},
 		{"a subnet that is no CIDR", up(func(o *Options) { o.Subnet = "172.30.0.0" }), "--subnet must be a CIDR such as 172.30.0.0/24"},

@@ -30,7 +30,7 @@ import (
 const (
 	// apiServerPort is the kube-apiserver port, whose backends are checked at /readyz.
 	apiServerPort = 6443
-	// checkInterval is how often every backend is checked on every port.
+	// checkInterval is how often every backend is checked on every port, by default.
 	checkInterval = 500 * time.Millisecond
 	// probeTimeout bounds one check of one backend on one port.
 	probeTimeout = time.Second
@@ -49,7 +49,11 @@ func (b *Balancer) checkHealth(ctx context.Context) {
 			DisableKeepAlives: true,
 		},
 	}
-	ticker := time.NewTicker(checkInterval)
+	interval := b.CheckInterval
+	if interval == 0 {
+		interval = checkInterval
+	}
+	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for {
 		b.checkOnce(ctx, client)

@@ -45,6 +45,10 @@ const (
 // healthy backend it tries them all, so a cluster whose nodes are still booting is reached as
 // soon as one answers.
 type Balancer struct {
+	// CheckInterval is how often every backend is checked on every port; half a second when
+	// zero. Set it before Serve or Listen.
+	CheckInterval time.Duration
+
 	ports []int
 	// backendsChanged asks the health checker to check the new backends now, so they take
 	// traffic without waiting for the next round.

@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 
@@ -47,6 +48,8 @@ type Sim struct {
 	StateDir string
 	// Log receives the nodes' log lines.
 	Log logr.Logger
+	// light, when set, makes every node a light node (sim.Light): the simulator's scale mode.
+	light *sim.Light
 
 	// ctx is the lifetime of everything started; nodes outlive the reconcile that started them.
 	ctx context.Context //nolint:containedctx // the runtime's lifetime, given to NewSim
@@ -75,6 +78,22 @@ func NewSim(ctx context.Context, binDir, stateDir string, log logr.Logger) *Sim 
 		BinDir: binDir, StateDir: stateDir, Log: log, ctx: ctx,
 		networks: map[Cluster]Network{}, lbs: map[Cluster]*simBalancer{}, nodes: map[Cluster]map[string]*simNode{},
 	}
+}
+
+// lightCheckInterval is how often the load balancers of light clusters check their backends.
+const lightCheckInterval = 5 * time.Second
+
+// NewLightSim returns an in-process runtime of light nodes (the simulator's scale mode, see
+// sim.Light): their etcd and Kubernetes API are held in memory, so no Kubernetes binaries are
+// needed and a node costs kilobytes. They run until ctx ends.
+func NewLightSim(ctx context.Context, stateDir string, log logr.Logger) (*Sim, error) {
+	light, err := sim.NewLight(ctx, log.WithName("light"))
+	if err != nil {
+		return nil, err
+	}
+	s := NewSim(ctx, "", stateDir, log)
+	s.light = light
+	return s, nil
 }
 
 var _ Runtime = &Sim{}
@@ -131,10 +150,14 @@ func mapValues[K comparable, V any](m map[K]V) []V {
 	return values
 }
 
-// DeleteNetwork releases the cluster's subnet.
+// DeleteNetwork releases the cluster's subnet; light nodes' etcd clusters in it are dropped
+// with their Kubernetes objects.
 func (s *Sim) DeleteNetwork(_ context.Context, cluster Cluster) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if n, ok := s.networks[cluster]; ok && s.light != nil {
+		s.light.Forget(n.Subnet)
+	}
 	delete(s.networks, cluster)
 	return nil
 }
@@ -148,6 +171,11 @@ func (s *Sim) EnsureLoadBalancer(_ context.Context, spec LoadBalancerSpec) (Load
 		return LoadBalancer{Name: spec.Name, Address: b.address, Backends: b.balancer.Backends()}, nil
 	}
 	b := lb.New(APIServerPort, TrustdPort)
+	if s.light != nil {
+		// Thousands of light clusters share two cores: probing each twice a second would
+		// take most of them. A failed backend is still skipped within seconds.
+		b.CheckInterval = lightCheckInterval
+	}
 	stop, err := b.Listen(s.ctx, spec.Address.String())
 	if err != nil {
 		return LoadBalancer{}, fmt.Errorf("start the load balancer of cluster %s: %w", spec.Cluster, err)
@@ -202,7 +230,7 @@ func (s *Sim) CreateNode(_ context.Context, spec NodeSpec) (Node, error) {
 	}
 	node, err := sim.NewNode(sim.Options{
 		Address: spec.Address.String(), StateDir: stateDir, BinDir: s.BinDir, Hostname: spec.Name,
-		TalosVersion: spec.TalosVersion, Log: s.Log.WithValues("node", spec.Name),
+		TalosVersion: spec.TalosVersion, Light: s.light, Log: s.Log.WithValues("node", spec.Name),
 	})
 	if err != nil {
 		return Node{}, fmt.Errorf("create node %s of cluster %s: %w", spec.Name, spec.Cluster, err)
@@ -248,6 +276,15 @@ func (s *Sim) DeleteNode(_ context.Context, cluster Cluster, machine string) err
 	}
 	n.node.Stop()
 	return os.RemoveAll(filepath.Join(s.StateDir, cluster.Namespace, cluster.Name, n.spec.Name))
+}
+
+// LightClusters is the number of etcd clusters the runtime's light nodes hold in memory (0
+// for a runtime of full nodes).
+func (s *Sim) LightClusters() int {
+	if s.light == nil {
+		return 0
+	}
+	return s.light.Clusters()
 }
 
 // SimNode returns the simulated node of a Machine, for tests that inject faults; nil when
