@@ -179,6 +179,10 @@ bench: release-manifests tools ## Run every benchmark and print its figures, end
 	@# Side by side with Sidero Labs' providers on the same infrastructure (docs/sidero.md).
 	KUBEBUILDER_ASSETS=$(BIN) TALON_SIM_IMAGE=$(SIM_IMAGE) go test -run '^$$' -bench SideBySide -benchtime 1x -timeout 90m ./test/e2e/
 
+.PHONY: bench-scale
+bench-scale: release-manifests tools build ## Create single-node clusters in stages on one set of managers, with light simulated nodes, and print time to Ready, reconcile latency, queues, memory, CPU and API request rate per stage (TALON_SCALE_CLUSTERS, default 100,500,1000,2000; docs/benchmarks.md)
+	KUBEBUILDER_ASSETS=$(BIN) TALON_PROGRAMS_DIR=$(BIN) go test -run '^$$' -bench Scale -benchtime 1x -timeout 600m ./test/e2e/
+
 ##@ Release
 
 # The cluster templates and ClusterClasses clusterctl finds beside the infrastructure provider.

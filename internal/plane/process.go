@@ -128,6 +128,30 @@ func (p Process) stop(ctx context.Context, grace time.Duration) error {
 	return nil
 }
 
+// CPUTime is the CPU time the process has used so far, user and system (/proc/<pid>/stat).
+func (p Process) CPUTime() (time.Duration, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.PID))
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command name, which is in parentheses and may hold spaces.
+	_, rest, ok := strings.Cut(string(stat), ") ")
+	fields := strings.Fields(rest)
+	if !ok || len(fields) < 13 {
+		return 0, fmt.Errorf("unexpected /proc/%d/stat: %q", p.PID, stat)
+	}
+	// utime and stime, fields 14 and 15 of stat, in clock ticks (USER_HZ, 100 on Linux).
+	var ticks uint64
+	for _, field := range fields[11:13] {
+		n, err := strconv.ParseUint(field, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("unexpected /proc/%d/stat: %w", p.PID, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / 100, nil
+}
+
 // PeakMemory is the most resident memory the process has used (VmHWM), in bytes.
 func (p Process) PeakMemory() (uint64, error) {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.PID))

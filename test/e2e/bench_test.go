@@ -46,14 +46,7 @@ import (
 // timing. Run it with "go test -run '^$' -bench Scenarios -benchtime 1x ./test/e2e/".
 func BenchmarkScenarios(b *testing.B) {
 	ctx := b.Context()
-	bin, err := binDir()
-	if err != nil {
-		b.Skipf("Skipping: %v", err)
-	}
-	config := filepath.Join(envtest.RepoRoot(), "out", "clusterctl.yaml")
-	if _, err := os.Stat(config); err != nil {
-		b.Skipf("Skipping: %s is missing: run 'make release-manifests' first", config)
-	}
+	bin, config := benchInputs(b)
 	b.Setenv("HOME", b.TempDir())
 	b.Setenv("TALON_SIM_IMAGE", dockertest.SimImage())
 	runtimes := []string{quickstart.RuntimeSim}
@@ -76,6 +69,21 @@ func BenchmarkScenarios(b *testing.B) {
 	lines := append([]string{"scenario\twhat\tresult", "--------\t----\t------"}, rowLines(rows)...)
 	_, _ = fmt.Fprintln(tw, strings.Join(lines, "\n"))
 	_ = tw.Flush()
+}
+
+// benchInputs are the programs a benchmark's management plane runs and the clusterctl
+// config of the release manifests; the benchmark is skipped without them.
+func benchInputs(b *testing.B) (bin, config string) {
+	b.Helper()
+	bin, err := binDir()
+	if err != nil {
+		b.Skipf("Skipping: %v", err)
+	}
+	config = filepath.Join(envtest.RepoRoot(), "out", "clusterctl.yaml")
+	if _, err := os.Stat(config); err != nil {
+		b.Skipf("Skipping: %s is missing: run 'make release-manifests' first", config)
+	}
+	return bin, config
 }
 
 // benchRuntime runs the cluster scenarios on a fresh plane whose infrastructure manager

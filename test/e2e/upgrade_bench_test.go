@@ -38,7 +38,6 @@ import (
 	"github.com/talon-capi/talon/internal/quickstart"
 	"github.com/talon-capi/talon/test/clusters"
 	dockertest "github.com/talon-capi/talon/test/docker"
-	"github.com/talon-capi/talon/test/envtest"
 )
 
 // BenchmarkUpgradeInPlaceVsReplacement is make bench's side-by-side of one upgrade: a 3 + 2
@@ -50,14 +49,7 @@ import (
 // "go test -run '^$' -bench UpgradeInPlaceVsReplacement -benchtime 1x ./test/e2e/".
 func BenchmarkUpgradeInPlaceVsReplacement(b *testing.B) {
 	ctx := b.Context()
-	bin, err := binDir()
-	if err != nil {
-		b.Skipf("Skipping: %v", err)
-	}
-	config := filepath.Join(envtest.RepoRoot(), "out", "clusterctl.yaml")
-	if _, err := os.Stat(config); err != nil {
-		b.Skipf("Skipping: %s is missing: run 'make release-manifests' first", config)
-	}
+	bin, config := benchInputs(b)
 	if err := dockertest.Available(ctx); err != nil {
 		b.Skipf("Skipping: %v", err)
 	}
