@@ -39,12 +39,11 @@ import (
 	inmemoryapi "sigs.k8s.io/cluster-api/test/infrastructure/inmemory/pkg/server/api"
 )
 
-// memAPI is the Kubernetes API of a light cluster: Cluster API's in-memory API server
-// serving the cluster's resource group, which lives as long as the cluster's etcd.
+// memAPI is the Kubernetes API of a light cluster: its resource group of Cluster API's
+// in-memory API server, which lives as long as the cluster's etcd.
 type memAPI struct {
-	light   *Light
-	group   string
-	handler http.Handler
+	light *Light
+	group string
 }
 
 // apiLocked is the cluster's Kubernetes API, made on first use. Callers hold c.mu.
@@ -52,10 +51,22 @@ func (c *memEtcd) apiLocked() *memAPI {
 	if c.api == nil {
 		group := fmt.Sprintf("etcd-%x", c.id)
 		c.light.manager.AddResourceGroup(group)
-		resolve := func(string) (string, error) { return group, nil }
-		c.api = &memAPI{light: c.light, group: group, handler: inmemoryapi.NewAPIServerHandler(c.light.manager, c.light.log, resolve)}
+		c.api = &memAPI{light: c.light, group: group}
 	}
 	return c.api
+}
+
+// newMemoryAPIHandler is the in-memory API server's handler every light cluster shares: a
+// request names its cluster's resource group as its Host (serve sets it), as the in-memory
+// server's own listeners name it by port.
+func newMemoryAPIHandler(l *Light) http.Handler {
+	return inmemoryapi.NewAPIServerHandler(l.manager, l.log, func(host string) (string, error) { return host, nil })
+}
+
+// serve serves a request of the cluster's API.
+func (a *memAPI) serve(w http.ResponseWriter, r *http.Request) {
+	r.Host = a.group
+	a.light.apiHandler.ServeHTTP(w, r)
 }
 
 // drop deletes the cluster's objects.
@@ -121,7 +132,7 @@ func (n *Node) startMemoryAPIServer(ctx context.Context, cfg talosconfig.Provide
 			r.URL.Path = strings.TrimSuffix(r.URL.Path, "/status")
 		}
 		fixed := &statusWriter{ResponseWriter: w}
-		api.handler.ServeHTTP(fixed, r)
+		api.serve(fixed, r)
 		fixed.finish()
 	})
 

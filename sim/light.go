@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
@@ -44,7 +45,7 @@ import (
 // cluster's Kubernetes objects from memory with Cluster API's in-memory API server
 // (sigs.k8s.io/cluster-api/test/infrastructure/inmemory) instead of running
 // kube-apiserver, kube-controller-manager and the etcd server library. A light node costs
-// kilobytes, not hundreds of megabytes, so one process holds thousands.
+// about a megabyte, not hundreds, so one process holds thousands.
 //
 // What light nodes cannot do: etcd snapshots and recovery (there is no database), CSR
 // signing (workers' kubelets register with their bootstrap token; the in-memory API server
@@ -54,6 +55,8 @@ import (
 type Light struct {
 	log     logr.Logger
 	manager inmemoryruntime.Manager
+	// apiHandler serves every cluster's Kubernetes API (newMemoryAPIHandler).
+	apiHandler http.Handler
 
 	mu       sync.Mutex
 	rand     *rand.Rand
@@ -67,7 +70,9 @@ func NewLight(ctx context.Context, log logr.Logger) (*Light, error) {
 		return nil, fmt.Errorf("failed to start the in-memory API store: %w", err)
 	}
 	//nolint:gosec // etcd member and cluster IDs, not secrets
-	return &Light{log: log, manager: manager, rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}, nil
+	l := &Light{log: log, manager: manager, rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
+	l.apiHandler = newMemoryAPIHandler(l)
+	return l, nil
 }
 
 func (l *Light) newID() uint64 {

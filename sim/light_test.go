@@ -20,9 +20,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	. "github.com/onsi/gomega"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
@@ -30,6 +35,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	"github.com/talon-capi/talon/sim"
 	"github.com/talon-capi/talon/sim/simtest"
 )
@@ -166,4 +172,70 @@ func TestManyLightClusters(t *testing.T) {
 		_, err = c.Kube.CoreV1().ConfigMaps(metav1.NamespaceDefault).Get(ctx, "only-in-the-first", metav1.GetOptions{})
 		g.Expect(err == nil).To(Equal(i == 0), "cluster %d", i)
 	}
+}
+
+// BenchmarkLightNodes measures what a light node costs: it starts single-node light clusters
+// (TALON_LIGHT_NODES, default 50) in this process, each configured, bootstrapped and Ready
+// through the Talos API, and reports the live heap per node after a garbage collection.
+// With TALON_LIGHT_HEAP_PROFILE set, it writes a heap profile there while the nodes run.
+func BenchmarkLightNodes(b *testing.B) {
+	count := 50
+	if v := os.Getenv("TALON_LIGHT_NODES"); v != "" {
+		var err error
+		if count, err = strconv.Atoi(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		ctx, cancel := context.WithCancel(b.Context())
+		light, err := sim.NewLight(ctx, logr.Discard())
+		if err != nil {
+			b.Fatal(err)
+		}
+		before := liveHeap()
+		nodes := make([]*sim.Node, 0, count)
+		for i := range count {
+			address := fmt.Sprintf("127.1.%d.%d", i/200, i%200+1)
+			n, err := sim.NewNode(sim.Options{Address: address, StateDir: b.TempDir(), Light: light, Log: logr.Discard()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := n.Start(ctx, simtest.Render(b, bootstrapv1.GenerateTypeControlPlane, fmt.Sprintf("cp-%d", i), address)); err != nil {
+				b.Fatal(err)
+			}
+			nodes = append(nodes, n)
+			if err := simtest.Client(b, simtest.Bundle(), address).Bootstrap(ctx, &machine.BootstrapRequest{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		NewWithT(b).Eventually(func(g Gomega) {
+			for _, n := range nodes {
+				g.Expect(n.NodeReady()).To(BeTrue(), "node %s", n.Address())
+			}
+		}, 5*time.Minute, time.Second).Should(Succeed())
+		perNode := (liveHeap() - before) / uint64(count)
+		if path := os.Getenv("TALON_LIGHT_HEAP_PROFILE"); path != "" {
+			f, err := os.Create(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := pprof.WriteHeapProfile(f); err != nil {
+				b.Fatal(err)
+			}
+			_ = f.Close()
+		}
+		b.ReportMetric(float64(perNode)/1024, "KiB-heap/node")
+		for _, n := range nodes {
+			n.Stop()
+		}
+		cancel()
+	}
+}
+
+// liveHeap is the heap in use after a garbage collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
 }

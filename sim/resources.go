@@ -82,7 +82,10 @@ var simResources = []meta.ResourceWithRD{
 // newResourceState is an empty node state with Talos' namespaces and the simulator's
 // resource definitions registered.
 func newResourceState(ctx context.Context) (state.State, error) {
-	st := state.WrapCore(namespaced.NewState(inmem.Build))
+	// The history depths of machined's own state (v1alpha2_state.go): a shallow start that
+	// grows under watch load, rather than inmem's default of 100 events per resource type.
+	build := inmem.NewStateWithOptions(inmem.WithHistoryInitialCapacity(8), inmem.WithHistoryMaxCapacity(1024), inmem.WithHistoryGap(4))
+	st := state.WrapCore(namespaced.NewState(func(ns resource.Namespace) state.CoreState { return build(ns) }))
 	namespaces := registry.NewNamespaceRegistry(st)
 	if err := namespaces.RegisterDefault(ctx); err != nil {
 		return nil, err

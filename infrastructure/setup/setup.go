@@ -101,7 +101,7 @@ func NewSettings() *Settings {
 // AddFlags registers the settings on fs.
 func (s *Settings) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.Runtime, "runtime", s.Runtime,
-		"Where TalosDockerMachines run: docker (containers of the Talos image, through the Docker Engine API of $DOCKER_HOST), sim (simulated Talos nodes inside this manager, for tests and machines without Docker) or sim-light (the simulator's scale mode: nodes of a few hundred kilobytes whose etcd and Kubernetes API are held in memory, for scale tests).")
+		"Where TalosDockerMachines run: docker (containers of the Talos image, through the Docker Engine API of $DOCKER_HOST), sim (simulated Talos nodes inside this manager, for tests and machines without Docker) or sim-light (the simulator's scale mode: nodes of about a megabyte whose etcd and Kubernetes API are held in memory, for scale tests).")
 	fs.StringVar(&s.LoadBalancerImage, "load-balancer-image", s.LoadBalancerImage,
 		"Image of the control-plane load balancer container (it runs 'talon lb') for TalosDockerClusters that name none.")
 	fs.StringVar(&s.SimBinDir, "sim-bin-dir", s.SimBinDir,

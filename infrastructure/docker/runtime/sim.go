@@ -85,7 +85,7 @@ const lightCheckInterval = 5 * time.Second
 
 // NewLightSim returns an in-process runtime of light nodes (the simulator's scale mode, see
 // sim.Light): their etcd and Kubernetes API are held in memory, so no Kubernetes binaries are
-// needed and a node costs kilobytes. They run until ctx ends.
+// needed and a node costs about a megabyte. They run until ctx ends.
 func NewLightSim(ctx context.Context, stateDir string, log logr.Logger) (*Sim, error) {
 	light, err := sim.NewLight(ctx, log.WithName("light"))
 	if err != nil {
