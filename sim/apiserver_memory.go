@@ -48,7 +48,7 @@ type memAPI struct {
 
 // apiLocked is the cluster's Kubernetes API, made on first use. Callers hold c.mu.
 func (c *memEtcd) apiLocked() *memAPI {
-	if c.api == nil {
+	if c.api == nil && !c.forgotten {
 		group := fmt.Sprintf("etcd-%x", c.id)
 		c.light.manager.AddResourceGroup(group)
 		c.api = &memAPI{light: c.light, group: group}
@@ -89,6 +89,9 @@ func (n *Node) startMemoryAPIServer(ctx context.Context, cfg talosconfig.Provide
 	cluster.mu.Lock()
 	api := cluster.apiLocked()
 	cluster.mu.Unlock()
+	if api == nil {
+		return nil, errors.New("kube-apiserver: the cluster's etcd data is gone")
+	}
 
 	pem, err := n.apiServerCertificate(cfg)
 	if err != nil {
@@ -99,9 +102,12 @@ func (n *Node) startMemoryAPIServer(ctx context.Context, cfg talosconfig.Provide
 		return nil, err
 	}
 	gitVersion := imageTag(cfg.K8sAPIServerConfig().Image())
+	// Like kube-apiserver against its local etcd: it serves while the node's own member runs,
+	// is still a member, and its cluster has a leader.
+	id := member.mem.id
 	healthy := func() error {
-		if cluster.leaderID() == 0 {
-			return errors.New("etcdserver: no leader")
+		if !cluster.serves(id) {
+			return errors.New("etcdserver: no leader, or this node's member is not serving")
 		}
 		return nil
 	}
@@ -156,6 +162,32 @@ func (n *Node) startMemoryAPIServer(ctx context.Context, cfg talosconfig.Provide
 	return c, nil
 }
 
+// Serves tells whether the node answers on port now, as a load balancer's health check
+// would find without a connection (the in-process load balancers of light nodes ask so):
+// its Talos API and trustd while it runs unpartitioned, its kube-apiserver while that is
+// ready (for a light node: its etcd member runs, is a member, and has a leader).
+func (n *Node) Serves(port int) bool {
+	if !n.listening.Load() {
+		return false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.partitioned {
+		return false
+	}
+	switch port {
+	case APIPort, TrustdPort:
+		return true
+	case APIServerPort:
+		if !n.apiServer.running() || n.etcd == nil {
+			return false
+		}
+		return n.etcd.mem == nil || n.etcd.memCluster.serves(n.etcd.mem.id)
+	default:
+		return false
+	}
+}
+
 // startMemoryControllerManager stands for kube-controller-manager on a light node: there is
 // nothing for it to do (no CSRs to sign, no Pods to schedule), but its static pod runs.
 func startMemoryControllerManager() *component {
@@ -182,13 +214,16 @@ type statusWriter struct {
 	http.ResponseWriter
 	code int
 	body bytes.Buffer
+	// passed: a response has begun going out (a watch's 200); what follows passes too.
+	passed bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	if code >= http.StatusBadRequest {
+	if code >= http.StatusBadRequest && !w.passed {
 		w.code = code
 		return
 	}
+	w.passed = true
 	w.ResponseWriter.WriteHeader(code)
 }
 
@@ -196,6 +231,7 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.code != 0 {
 		return w.body.Write(b)
 	}
+	w.passed = true
 	return w.ResponseWriter.Write(b)
 }
 

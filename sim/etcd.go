@@ -45,6 +45,7 @@ type etcdMember struct {
 	// member of the in-memory cluster memCluster instead.
 	server     *embed.Etcd
 	mem        *memMember
+	memStopped <-chan struct{}
 	memCluster *memEtcd
 	client     *clientv3.Client
 	dir        string
@@ -177,7 +178,7 @@ func (m *etcdMember) leader() uint64 {
 // stopNotify is closed once the member stopped.
 func (m *etcdMember) stopNotify() <-chan struct{} {
 	if m.mem != nil {
-		return m.mem.stopped
+		return m.memStopped
 	}
 	return m.server.Server.StopNotify()
 }

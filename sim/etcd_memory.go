@@ -51,6 +51,8 @@ type memEtcd struct {
 	index, term uint64
 	// api serves the cluster's Kubernetes objects, once a kube-apiserver started.
 	api *memAPI
+	// forgotten: Light.Forget dropped the cluster with its objects (its disks are gone).
+	forgotten bool
 }
 
 // memMember is one member of a memEtcd.
@@ -106,6 +108,17 @@ func (c *memEtcd) countVoters(except uint64) (voters, started int) {
 	return voters, started
 }
 
+// runningVoters counts the voters that run.
+func (c *memEtcd) runningVoters() int {
+	n := 0
+	for _, m := range c.members {
+		if !m.learner && m.running {
+			n++
+		}
+	}
+	return n
+}
+
 // electLocked keeps the leader while it runs as a voter with quorum, and otherwise elects the
 // first running voter, if a quorum of voters runs.
 func (c *memEtcd) electLocked() {
@@ -134,21 +147,34 @@ func (c *memEtcd) electLocked() {
 	}
 }
 
-// start runs the member with peerURL under name, serving clientURL.
-func (c *memEtcd) start(peerURL, name, clientURL string) (*memMember, error) {
+// start runs the member with peerURL under name, serving clientURL; stopped closes when this
+// run of it stops.
+func (c *memEtcd) start(peerURL, name, clientURL string) (m *memMember, stopped <-chan struct{}, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	m := c.memberWithPeer(peerURL)
+	if c.forgotten {
+		return nil, nil, errors.New("etcd: the cluster's data is gone")
+	}
+	m = c.memberWithPeer(peerURL)
 	if m == nil {
-		return nil, errors.New("etcd: member " + peerURL + " has already been removed from the cluster, or was never added")
+		return nil, nil, errors.New("etcd: member " + peerURL + " has already been removed from the cluster, or was never added")
 	}
 	if m.running {
-		return nil, errors.New("etcd: member " + name + " already runs")
+		return nil, nil, errors.New("etcd: member " + name + " already runs")
 	}
 	m.name, m.clientURLs, m.running, m.stopped = name, []string{clientURL}, true, make(chan struct{})
 	c.index++
 	c.electLocked()
-	return m, nil
+	return m, m.stopped, nil
+}
+
+// serves reports whether member id runs, is still a member and its cluster has a leader:
+// what a kube-apiserver needs of its local etcd.
+func (c *memEtcd) serves(id uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.member(id)
+	return m != nil && m.running && c.leader != 0
 }
 
 // stop stops the member, as its node powering off.
@@ -177,19 +203,21 @@ func (c *memEtcd) leaderID() uint64 {
 	return c.leader
 }
 
-// client is an etcd client of the cluster that talks to the member self, as a client of
-// one endpoint.
-func (c *memEtcd) client(self uint64) *clientv3.Client {
+// client is an etcd client of the cluster's members at endpoints (client URLs), talking to
+// the member self first.
+func (c *memEtcd) client(self uint64, endpoints ...string) *clientv3.Client {
 	client := clientv3.NewCtxClient(context.Background())
-	api := &memClient{cluster: c, self: self}
+	api := &memClient{cluster: c, self: self, endpoints: endpoints}
 	client.Cluster, client.Maintenance = api, api
 	return client
 }
 
-// memClient answers etcd's Cluster and Maintenance calls from a memEtcd, through member self.
+// memClient answers etcd's Cluster and Maintenance calls from a memEtcd, through member self
+// while it runs, else through another running member serving one of endpoints.
 type memClient struct {
-	cluster *memEtcd
-	self    uint64
+	cluster   *memEtcd
+	self      uint64
+	endpoints []string
 }
 
 var (
@@ -197,16 +225,29 @@ var (
 	_ clientv3.Maintenance = &memClient{}
 )
 
-// serving checks that the member the client talks to answers, and that a leader exists
-// for requests that need one. It returns with the cluster locked when it succeeds.
-func (a *memClient) serving(needLeader bool) error {
+// serving picks the member the client talks to, as an etcd client of several endpoints
+// moves on from one that stopped to a running one, and checks that it may answer: a learner
+// answers only Status (learnerOK), and requests that need a leader need one. It returns with
+// the cluster locked when it succeeds.
+func (a *memClient) serving(needLeader, learnerOK bool) error {
 	c := a.cluster
 	c.mu.Lock()
 	self := c.member(a.self)
+	if self == nil || !self.running {
+		for _, m := range c.members {
+			if m.running && slices.ContainsFunc(m.clientURLs, func(u string) bool { return slices.Contains(a.endpoints, u) }) {
+				self, a.self = m, m.id
+				break
+			}
+		}
+	}
 	switch {
 	case self == nil || !self.running:
 		c.mu.Unlock()
 		return rpctypes.ErrStopped
+	case self.learner && !learnerOK:
+		c.mu.Unlock()
+		return rpctypes.Error(rpctypes.ErrGRPCNotSupportedForLearner)
 	case needLeader && c.leader == 0:
 		c.mu.Unlock()
 		return rpctypes.ErrNoLeader
@@ -231,7 +272,7 @@ func (a *memClient) membersLocked() []*etcdserverpb.Member {
 // MemberList lists the members; a serializable list needs no leader.
 func (a *memClient) MemberList(_ context.Context, opts ...clientv3.OpOption) (*clientv3.MemberListResponse, error) {
 	op := clientv3.OpGet("", opts...)
-	if err := a.serving(!op.IsSerializable()); err != nil {
+	if err := a.serving(!op.IsSerializable(), false); err != nil {
 		return nil, err
 	}
 	defer a.cluster.mu.Unlock()
@@ -249,7 +290,7 @@ func (a *memClient) MemberAddAsLearner(_ context.Context, peerAddrs []string) (*
 }
 
 func (a *memClient) add(peerAddrs []string, learner bool) (*clientv3.MemberAddResponse, error) {
-	if err := a.serving(true); err != nil {
+	if err := a.serving(true, false); err != nil {
 		return nil, err
 	}
 	c := a.cluster
@@ -279,7 +320,7 @@ func (a *memClient) add(peerAddrs []string, learner bool) (*clientv3.MemberAddRe
 
 // MemberRemove removes a member, unless that leaves fewer started voters than a quorum.
 func (a *memClient) MemberRemove(_ context.Context, id uint64) (*clientv3.MemberRemoveResponse, error) {
-	if err := a.serving(true); err != nil {
+	if err := a.serving(true, false); err != nil {
 		return nil, err
 	}
 	c := a.cluster
@@ -292,6 +333,11 @@ func (a *memClient) MemberRemove(_ context.Context, id uint64) (*clientv3.Member
 		voters, started := c.countVoters(id)
 		if started < quorum(voters) {
 			return nil, rpctypes.ErrMemberNotEnoughStarted
+		}
+		// etcd's mayRemoveMember: a member that is down is safe to remove, but removing one
+		// that runs must leave a quorum of the remaining voters running.
+		if stillRunning := c.runningVoters() - 1; m.running && stillRunning < quorum(voters) {
+			return nil, rpctypes.ErrUnhealthy
 		}
 	}
 	// The removed member answers nothing more (serving); its node sees it gone and stops
@@ -307,7 +353,7 @@ func (a *memClient) MemberRemove(_ context.Context, id uint64) (*clientv3.Member
 
 // MemberUpdate changes a member's peer URLs.
 func (a *memClient) MemberUpdate(_ context.Context, id uint64, peerAddrs []string) (*clientv3.MemberUpdateResponse, error) {
-	if err := a.serving(true); err != nil {
+	if err := a.serving(true, false); err != nil {
 		return nil, err
 	}
 	c := a.cluster
@@ -324,7 +370,7 @@ func (a *memClient) MemberUpdate(_ context.Context, id uint64, peerAddrs []strin
 // MemberPromote makes a learner that runs (and so has caught up: there is no log to replay)
 // a voter.
 func (a *memClient) MemberPromote(_ context.Context, id uint64) (*clientv3.MemberPromoteResponse, error) {
-	if err := a.serving(true); err != nil {
+	if err := a.serving(true, false); err != nil {
 		return nil, err
 	}
 	c := a.cluster
@@ -346,7 +392,7 @@ func (a *memClient) MemberPromote(_ context.Context, id uint64) (*clientv3.Membe
 
 // MoveLeader hands leadership to a running voter; only the leader can.
 func (a *memClient) MoveLeader(_ context.Context, transfereeID uint64) (*clientv3.MoveLeaderResponse, error) {
-	if err := a.serving(true); err != nil {
+	if err := a.serving(true, false); err != nil {
 		return nil, err
 	}
 	c := a.cluster
@@ -365,7 +411,7 @@ func (a *memClient) MoveLeader(_ context.Context, transfereeID uint64) (*clientv
 
 // Status is the serving member's status.
 func (a *memClient) Status(context.Context, string) (*clientv3.StatusResponse, error) {
-	if err := a.serving(false); err != nil {
+	if err := a.serving(false, true); err != nil {
 		return nil, err
 	}
 	c := a.cluster
@@ -382,7 +428,7 @@ func (a *memClient) Status(context.Context, string) (*clientv3.StatusResponse, e
 
 // AlarmList lists no alarms: there is no database to fill.
 func (a *memClient) AlarmList(context.Context) (*clientv3.AlarmResponse, error) {
-	if err := a.serving(false); err != nil {
+	if err := a.serving(false, false); err != nil {
 		return nil, err
 	}
 	defer a.cluster.mu.Unlock()
@@ -396,7 +442,7 @@ func (a *memClient) AlarmDisarm(ctx context.Context, _ *clientv3.AlarmMember) (*
 
 // Defragment has no database to compact.
 func (a *memClient) Defragment(context.Context, string) (*clientv3.DefragmentResponse, error) {
-	if err := a.serving(false); err != nil {
+	if err := a.serving(false, false); err != nil {
 		return nil, err
 	}
 	defer a.cluster.mu.Unlock()

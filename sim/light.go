@@ -138,7 +138,7 @@ func (l *Light) client(endpoints []string) (*clientv3.Client, error) {
 		for _, m := range c.members {
 			if m.running && slices.ContainsFunc(m.clientURLs, func(u string) bool { return slices.Contains(endpoints, u) }) {
 				c.mu.Unlock()
-				return c.client(m.id), nil
+				return c.client(m.id, endpoints...), nil
 			}
 		}
 		c.mu.Unlock()
@@ -151,6 +151,7 @@ func (l *Light) forgetCluster(c *memEtcd) {
 	l.mu.Lock()
 	l.clusters = slices.DeleteFunc(l.clusters, func(other *memEtcd) bool { return other == c })
 	l.mu.Unlock()
+	c.forgotten, c.leader = true, 0
 	if c.api != nil {
 		c.api.drop()
 		c.api = nil
@@ -211,15 +212,23 @@ func (n *Node) startMemoryMember(dataDir, name, state string) (*etcdMember, erro
 	} else if c = light.clusterOfPeer(peer); c == nil {
 		return nil, errors.New("etcd: no cluster has a member with peer URL " + peer + ": add it first")
 	}
-	m, err := c.start(peer, name, etcdEndpoint(n.ip))
+	m, stopped, err := c.start(peer, name, etcdEndpoint(n.ip))
+	if err == nil {
+		err = writeFilesIn(dataDir, map[string][]byte{memberFile: fmt.Appendf(nil, "%x %x\n", c.id, m.id)})
+		if err != nil {
+			c.stop(m)
+		}
+	}
 	if err != nil {
+		if state == "new" {
+			// Nothing was written: no node will ever find this cluster.
+			c.mu.Lock()
+			light.forgetCluster(c)
+			c.mu.Unlock()
+		}
 		return nil, err
 	}
-	if err := writeFilesIn(dataDir, map[string][]byte{memberFile: fmt.Appendf(nil, "%x %x\n", c.id, m.id)}); err != nil {
-		c.stop(m)
-		return nil, err
-	}
-	return &etcdMember{mem: m, memCluster: c, client: c.client(m.id), dir: dataDir}, nil
+	return &etcdMember{mem: m, memStopped: stopped, memCluster: c, client: c.client(m.id, etcdEndpoint(n.ip)), dir: dataDir}, nil
 }
 
 // startEtcd starts the node's etcd member: the etcd server library, or on a light node a

@@ -51,8 +51,9 @@ func startLightNodes(t *testing.T, light *sim.Light, addresses ...string) []*sim
 // and a worker, etcd joined, kube-apiserver at every control-plane address, Nodes and mirror
 // Pods Ready) on light nodes, then checks that the in-memory etcd keeps etcd's rules: two of
 // three members down leave no leader and the Kubernetes API unready, powering them on brings
-// both back, a member removed through the Talos API stops and leaves the list, a removal
-// without quorum is refused, and snapshots are refused with the reason.
+// both back, removing a running voter while another is down is refused, a member removed
+// through the Talos API stops and leaves the list, a removal without quorum is refused, and
+// snapshots are refused with the reason.
 func TestLightCluster(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -106,6 +107,18 @@ func TestLightCluster(t *testing.T) {
 		g.Expect(body).To(Equal("ok"))
 	}, time.Minute, 200*time.Millisecond).Should(Succeed())
 
+	t.Log("With one voter down, removing a running one is refused (etcd: it would leave no quorum running)")
+	nodes[1].PowerOff()
+	first, err := statusOf(controlPlanes[0])
+	g.Expect(err).NotTo(HaveOccurred())
+	err = cluster.Talos.EtcdRemoveMemberByID(ctx, &machine.EtcdRemoveMemberByIDRequest{MemberId: first.MemberId})
+	g.Expect(err).To(MatchError(ContainSubstring("etcdserver: unhealthy cluster")))
+	g.Expect(nodes[1].PowerOn(ctx)).To(Succeed())
+	g.Eventually(func() error {
+		_, err := statusOf(controlPlanes[1])
+		return err
+	}, time.Minute, 200*time.Millisecond).Should(Succeed())
+
 	t.Log("A member removed through the Talos API leaves the list, and its etcd service stops")
 	third, err := statusOf(controlPlanes[2])
 	g.Expect(err).NotTo(HaveOccurred())
@@ -123,8 +136,6 @@ func TestLightCluster(t *testing.T) {
 	second, err := statusOf(controlPlanes[1])
 	g.Expect(err).NotTo(HaveOccurred())
 	nodes[1].PowerOff()
-	first, err := statusOf(controlPlanes[0])
-	g.Expect(err).NotTo(HaveOccurred())
 	err = cluster.Talos.EtcdRemoveMemberByID(ctx, &machine.EtcdRemoveMemberByIDRequest{MemberId: first.MemberId})
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(code(err)).To(Equal(codes.FailedPrecondition))

@@ -197,6 +197,8 @@ type Node struct {
 	power   sync.Mutex
 	stops   int
 	servers []*grpc.Server
+	// listening is set while the servers run (Serves reads it without the power lock).
+	listening atomic.Bool
 	// servedAddress is the address the servers listen on.
 	servedAddress string
 	serveErr      chan error
@@ -348,6 +350,7 @@ func (n *Node) serve(ctx context.Context) error {
 		go func() { n.serveErr <- server.Serve(listener) }()
 	}
 	n.servedAddress = n.opts.Address
+	n.listening.Store(true)
 	n.opts.Log.Info("Talos API listening", "endpoint", n.Endpoint(), "configured", n.configured())
 	return nil
 }
@@ -375,6 +378,7 @@ func (n *Node) stopServers() {
 		}
 	}
 	n.servers = nil
+	n.listening.Store(false)
 }
 
 // Stop powers the node off at once: the API and every service stop, as with a pulled power

@@ -79,7 +79,12 @@ func (b *Balancer) checkOnce(ctx context.Context, client *http.Client) {
 		results[port] = perPort
 		for _, backend := range backends {
 			probing.Go(func() {
-				healthy := probe(ctx, client, backend, port)
+				var healthy bool
+				if b.Probe != nil {
+					healthy = b.Probe(ctx, backend, port)
+				} else {
+					healthy = probe(ctx, client, backend, port)
+				}
 				mu.Lock()
 				perPort[backend] = healthy
 				mu.Unlock()

@@ -45,6 +45,10 @@ const (
 // healthy backend it tries them all, so a cluster whose nodes are still booting is reached as
 // soon as one answers.
 type Balancer struct {
+	// Probe, when set, tells whether a backend serves a port in place of the network probes
+	// (probe): for backends in this process, which can say so without a connection. Set it
+	// before Serve or Listen.
+	Probe func(ctx context.Context, backend netip.Addr, port int) bool
 	// CheckInterval is how often every backend is checked on every port; half a second when
 	// zero. Set it before Serve or Listen.
 	CheckInterval time.Duration
