@@ -52,12 +52,12 @@ func TestLightSimRuntime(t *testing.T) {
 	}
 	startProviders(t, env, rt, "")
 	ns := env.NewNamespace(t, "sim-light")
-	runScenario(t, env, rt, clusterSpec{name: "light", namespace: ns, subnet: "127.0.72.0/24", controlPlanes: 1, workers: 2})
+	runScenario(t, env, rt, clusterSpec{name: "light", namespace: ns, subnet: "127.0.77.0/24", controlPlanes: 1, workers: 2})
 
 	g := NewWithT(t)
 	ctx := t.Context()
 	c := env.Client
-	s := clusterSpec{name: "scaled", namespace: ns, subnet: "127.0.73.0/24", controlPlanes: 1, workers: 1}
+	s := clusterSpec{name: "scaled", namespace: ns, subnet: "127.0.78.0/24", controlPlanes: 1, workers: 1}
 	createCluster(t, c, s)
 	waitForRunning(t, c, s, 2)
 
