@@ -57,7 +57,7 @@ func (n *Node) startKubelet(c *kubernetes.Clientset) {
 			n.mu.Lock()
 			cfg, partitioned := n.cfg, n.partitioned
 			n.mu.Unlock()
-			next := n.heartbeat()
+			next := n.reportInterval()
 			if cfg != nil && !partitioned {
 				if err := n.report(ctx, cfg, c); err != nil && ctx.Err() == nil {
 					n.opts.Log.V(1).Info("Kubelet stand-in failed to report", "reason", err.Error())
@@ -287,8 +287,8 @@ func renewLease(ctx context.Context, c *kubernetes.Clientset, name string) error
 	return err
 }
 
-// heartbeat is how often the kubelet stand-in reports while nothing changes.
-func (n *Node) heartbeat() time.Duration {
+// reportInterval is how often the kubelet stand-in reports while nothing changes.
+func (n *Node) reportInterval() time.Duration {
 	if n.opts.Light != nil {
 		return lightHeartbeat
 	}
