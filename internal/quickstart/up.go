@@ -325,7 +325,7 @@ func ensurePlane(ctx context.Context, opts Options, rt string) (*plane.Plane, er
 	if err != nil {
 		return nil, err
 	}
-	if err := InstallProviders(ctx, p, opts.ClusterctlConfig, rt); err != nil {
+	if err := InstallProviders(ctx, p, opts.ClusterctlConfig, rt, nil); err != nil {
 		return nil, errors.Join(err, p.Stop(context.WithoutCancel(ctx)))
 	}
 	sayf(opts.Out, "Management plane ready in %s (kubeconfig: %s)\n", time.Since(start).Round(time.Second), p.Kubeconfig())
@@ -334,9 +334,11 @@ func ensurePlane(ctx context.Context, opts Options, rt string) (*plane.Plane, er
 
 // InstallProviders installs Cluster API and Talon on p with clusterctl init from
 // clusterctlConfig and runs their four managers; rt is the infrastructure manager's runtime.
-func InstallProviders(ctx context.Context, p *plane.Plane, clusterctlConfig, rt string) error {
+// flags, keyed by manager name (cluster-api, talon-bootstrap, talon-control-plane,
+// talon-infrastructure), are appended to that manager's arguments.
+func InstallProviders(ctx context.Context, p *plane.Plane, clusterctlConfig, rt string, flags map[string][]string) error {
 	bootstrap, controlPlane := talonManagers(p.BinDir())
-	return installProviders(ctx, p, clusterctlConfig, rt, "talon", bootstrap, controlPlane)
+	return installProviders(ctx, p, clusterctlConfig, rt, "talon", flags, bootstrap, controlPlane)
 }
 
 // CAPIFeatureGates are the feature gates the plane's Cluster API core manager runs with:
@@ -354,17 +356,19 @@ func talonManagers(bin string) (bootstrap, controlPlane plane.Manager) {
 // Labs' bootstrap and control-plane providers (clusterctl's "talos", from clusterctlConfig:
 // make release-manifests writes out/clusterctl-sidero.yaml) on p, and runs their managers.
 // Their CustomResourceDefinitions are those of Talon's bootstrap and control-plane
-// providers (same groups and kinds), so Talon's own are not installed.
-func InstallSideroProviders(ctx context.Context, p *plane.Plane, clusterctlConfig, rt string) error {
+// providers (same groups and kinds), so Talon's own are not installed. flags are as for
+// InstallProviders, keyed by sidero-bootstrap and sidero-control-plane for theirs.
+func InstallSideroProviders(ctx context.Context, p *plane.Plane, clusterctlConfig, rt string, flags map[string][]string) error {
 	bin := p.BinDir()
-	return installProviders(ctx, p, clusterctlConfig, rt, SideroProvider,
+	return installProviders(ctx, p, clusterctlConfig, rt, SideroProvider, flags,
 		plane.Manager{Name: "sidero-bootstrap", Provider: "bootstrap-talos", Path: filepath.Join(bin, SideroBootstrapBinary)},
 		plane.Manager{Name: "sidero-control-plane", Provider: "control-plane-talos", Path: filepath.Join(bin, SideroControlPlaneBinary)})
 }
 
 // installProviders runs clusterctl init for Cluster API, Talon's infrastructure provider and
-// the bootstrap and control-plane providers called provider, then starts the managers.
-func installProviders(ctx context.Context, p *plane.Plane, clusterctlConfig, rt, provider string, bootstrap, controlPlane plane.Manager) error {
+// the bootstrap and control-plane providers called provider, then starts the managers, each
+// with its flags appended.
+func installProviders(ctx context.Context, p *plane.Plane, clusterctlConfig, rt, provider string, flags map[string][]string, bootstrap, controlPlane plane.Manager) error {
 	if err := p.InstallCertManagerAPI(ctx); err != nil {
 		return err
 	}
@@ -392,6 +396,7 @@ func installProviders(ctx context.Context, p *plane.Plane, clusterctlConfig, rt,
 		bootstrap, controlPlane,
 		{Name: "talon-infrastructure", Provider: "infrastructure-talon", Path: filepath.Join(bin, InfraBinary), Args: infraArgs},
 	} {
+		m.Args = append(slices.Clone(m.Args), flags[m.Name]...)
 		if err := p.StartManager(ctx, m); err != nil {
 			return err
 		}

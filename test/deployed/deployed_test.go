@@ -65,7 +65,7 @@ func (m *managementCluster) moveAndDelete(t *testing.T, ns, name string) {
 	target, err := plane.Start(ctx, plane.Options{Dir: filepath.Join(t.TempDir(), "target"), BinDir: bin, Log: testLog{t}})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = target.Remove(context.Background()) })
-	g.Expect(quickstart.InstallProviders(ctx, target, filepath.Join(envtest.RepoRoot(), "out", "clusterctl.yaml"), quickstart.RuntimeDocker)).To(Succeed())
+	g.Expect(quickstart.InstallProviders(ctx, target, filepath.Join(envtest.RepoRoot(), "out", "clusterctl.yaml"), quickstart.RuntimeDocker, nil)).To(Succeed())
 	to, err := client.New(mustConfig(g, target.Kubeconfig()), client.Options{Scheme: quickstart.Scheme})
 	g.Expect(err).NotTo(HaveOccurred())
 	clusters.MoveAndDelete(ctx, g, t.Logf, testLog{t}, bin, m.p.Kubeconfig(), target.Kubeconfig(), m.c, to, ns, name)

@@ -97,7 +97,7 @@ func benchRuntime(ctx context.Context, b *testing.B, bin, config, rt string) [][
 		b.Fatal(err)
 	}
 	defer func() { _ = p.Remove(context.WithoutCancel(ctx)) }()
-	if err := quickstart.InstallProviders(ctx, p, config, rt); err != nil {
+	if err := quickstart.InstallProviders(ctx, p, config, rt, nil); err != nil {
 		b.Fatal(err)
 	}
 	label := map[string]string{quickstart.RuntimeDocker: "Docker, simulator image", quickstart.RuntimeSim: "in-process"}[rt]

@@ -304,7 +304,7 @@ func (s *suite) move(mgmt client.Client) {
 	target, err := plane.Start(ctx, plane.Options{Dir: filepath.Join(s.out, "target-plane"), BinDir: s.bin, Log: testWriter{t}})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = target.Remove(context.Background()) })
-	g.Expect(quickstart.InstallProviders(ctx, target, s.clusterctl, quickstart.RuntimeDocker)).To(Succeed())
+	g.Expect(quickstart.InstallProviders(ctx, target, s.clusterctl, quickstart.RuntimeDocker, nil)).To(Succeed())
 	clusters.MoveAndDelete(ctx, g, t.Logf, testWriter{t}, s.bin, filepath.Join(s.out, quickstart.PlaneDirName, "kubeconfig"), target.Kubeconfig(),
 		mgmt, s.client(target.Kubeconfig()), ns, name)
 	g.Expect(target.Remove(ctx)).To(Succeed())

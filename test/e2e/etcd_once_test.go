@@ -172,7 +172,7 @@ func (s *suite) plane(name string) *plane.Plane {
 	p, err := plane.Start(s.t.Context(), plane.Options{Dir: filepath.Join(s.out, name), BinDir: s.bin, Log: testWriter{s.t}})
 	s.g.Expect(err).NotTo(HaveOccurred())
 	s.t.Cleanup(func() { _ = p.Remove(context.Background()) })
-	s.g.Expect(quickstart.InstallProviders(s.t.Context(), p, s.clusterctl, quickstart.RuntimeDocker)).To(Succeed())
+	s.g.Expect(quickstart.InstallProviders(s.t.Context(), p, s.clusterctl, quickstart.RuntimeDocker, nil)).To(Succeed())
 	return p
 }
 

@@ -97,7 +97,7 @@ func BenchmarkSideBySide(b *testing.B) {
 		if ct.name == "Sidero" {
 			install, config = quickstart.InstallSideroProviders, filepath.Join(out, "clusterctl-sidero.yaml")
 		}
-		if err := install(ctx, p, config, quickstart.RuntimeDocker); err != nil {
+		if err := install(ctx, p, config, quickstart.RuntimeDocker, nil); err != nil {
 			b.Fatal(err)
 		}
 		if ct.client, err = p.Client(client.Options{Scheme: quickstart.Scheme}); err != nil {

@@ -61,7 +61,7 @@ func BenchmarkUpgradeInPlaceVsReplacement(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { _ = p.Remove(context.WithoutCancel(ctx)) }()
-	if err := quickstart.InstallProviders(ctx, p, config, quickstart.RuntimeDocker); err != nil {
+	if err := quickstart.InstallProviders(ctx, p, config, quickstart.RuntimeDocker, nil); err != nil {
 		b.Fatal(err)
 	}
 
