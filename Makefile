@@ -29,7 +29,7 @@ IMAGE_TAG ?= dev
 SIM_IMAGE ?= $(IMAGE_REGISTRY)/talon-sim:$(IMAGE_TAG)
 
 # The layers a test run must not skip (see docs/development.md).
-TALON_REQUIRE ?= envtest,docker,e2e,netns,qemu,talosctl,kubelet
+TALON_REQUIRE ?= envtest,docker,e2e,netns,qemu,talosctl,kubelet,browser
 # A package's limit: the control plane's package alone runs about 40 minutes of tests on 2 cores.
 TEST_TIMEOUT ?= 60m
 
@@ -139,7 +139,7 @@ test: verify-gen lint release-manifests tools test-deps $(if $(findstring docker
 
 .PHONY: test-deps
 test-deps: ## Install the Debian packages the bare-metal tests need (QEMU, iPXE, OVMF, dnsmasq), if missing
-	@bash hack/install-test-deps.sh || echo "Could not install the bare-metal tests' packages: the qemu and netns layers cannot run (they fail when in TALON_REQUIRE)"
+	@bash hack/install-test-deps.sh || echo "Could not install the test packages: the qemu, netns and browser layers cannot run (they fail when in TALON_REQUIRE)"
 
 # The packages whose tests run longest, started first. go test runs as many test binaries at
 # once as there are cores, starting them in the order they are named: with ./... alone the

@@ -14,7 +14,7 @@
 # limitations under the License.
 
 # Installs the Debian packages the bare-metal tests need (QEMU, iPXE, OVMF, iproute2, and dnsmasq as
-# the site's DHCP server beside Talon's proxy),
+# the site's DHCP server beside Talon's proxy) and the dashboard's test drives (headless Chromium),
 # only those that are missing. Idempotent: exits 0 without touching apt when all are present.
 # Runs `apt-get update` only when an install fails for lack of package lists.
 
@@ -28,6 +28,7 @@ deps=(
   "ipxe:/usr/lib/ipxe/undionly.kpxe"
   "ovmf:/usr/share/OVMF/OVMF_CODE_4M.fd"
   "dnsmasq-base:/usr/sbin/dnsmasq"
+  "chromium:/usr/bin/chromium"
 )
 
 missing=()

@@ -16,6 +16,6 @@ limitations under the License.
 
 // Package cli is the command tree of the talon command-line tool. Each subcommand lives in a
 // file of its own and writes to the streams it is given, so tests run it in process. Today
-// talon prints its version; render, validate, up, down, status, sim and lb arrive with their
+// talon prints its version; render, validate, up, down, status, sim, lb and dashboard arrive with their
 // issues.
 package cli
