@@ -38,6 +38,9 @@ const (
 	// acceptRetryDelay paces accepting again after an error such as running out of file
 	// descriptors, which passes once connections close.
 	acceptRetryDelay = 100 * time.Millisecond
+	// noSpliceBuffer is the buffer of each direction with NoSplice: API requests and watch
+	// events are small, and thousands of connections hold one each.
+	noSpliceBuffer = 8 << 10
 )
 
 // Balancer forwards TCP connections on each of its ports to the same port of one of its
@@ -52,6 +55,12 @@ type Balancer struct {
 	// CheckInterval is how often every backend is checked on every port; half a second when
 	// zero. Set it before Serve or Listen.
 	CheckInterval time.Duration
+	// NoSplice copies through a small buffer in user space instead of splice(2). Go splices
+	// between TCP connections through a kernel pipe, two file descriptors held by each
+	// direction of each connection for as long as it is open: four per idle API watch. Set
+	// it for balancers that share a process's file limit with thousands of others (the
+	// in-process runtimes), before Serve or Listen.
+	NoSplice bool
 
 	ports []int
 	// backendsChanged asks the health checker to check the new backends now, so they take
@@ -191,8 +200,8 @@ func (b *Balancer) forward(ctx context.Context, client net.Conn, port int) {
 	defer stopClosing()
 
 	var copying sync.WaitGroup
-	copying.Go(func() { pipe(backend, client) })
-	copying.Go(func() { pipe(client, backend) })
+	copying.Go(func() { pipe(backend, client, b.NoSplice) })
+	copying.Go(func() { pipe(client, backend, b.NoSplice) })
 	copying.Wait()
 }
 
@@ -266,9 +275,17 @@ func dialBackend(ctx context.Context, backend netip.Addr, port int) (net.Conn, e
 
 // pipe copies src to dst until src ends, then half-closes dst so that its peer sees the end
 // while the other direction carries on: a client may send its request, close its side and
-// still read the answer. An error ends both directions.
-func pipe(dst, src net.Conn) {
-	if _, err := io.Copy(dst, src); err != nil {
+// still read the answer. An error ends both directions. With noSplice the bytes pass
+// through a buffer of this process rather than a kernel pipe (Balancer.NoSplice).
+func pipe(dst, src net.Conn, noSplice bool) {
+	var err error
+	if noSplice {
+		// Hiding ReadFrom and WriteTo keeps io.CopyBuffer from splicing.
+		_, err = io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, make([]byte, noSpliceBuffer))
+	} else {
+		_, err = io.Copy(dst, src)
+	}
+	if err != nil {
 		_ = dst.Close()
 		return
 	}

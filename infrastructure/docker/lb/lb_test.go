@@ -21,6 +21,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -42,19 +43,24 @@ import (
 
 // TestForwardsToBackends sends requests through the balancer: they reach every backend in
 // turn, and each backend answers after reading the whole request, which the client ends by
-// closing its side of the connection.
+// closing its side of the connection. The same with NoSplice, copying in user space.
 func TestForwardsToBackends(t *testing.T) {
-	g := NewWithT(t)
-	port := freePort(t, "127.0.60.2")
-	startTCPBackend(t, "127.0.60.2", port)
-	startTCPBackend(t, "127.0.60.3", port)
-	balancer := New(port)
-	balancer.SetBackends(netip.MustParseAddr("127.0.60.2"), netip.MustParseAddr("127.0.60.3"))
-	listen(t, balancer, "127.0.60.1")
+	for _, noSplice := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoSplice=%t", noSplice), func(t *testing.T) {
+			g := NewWithT(t)
+			port := freePort(t, "127.0.60.2")
+			startTCPBackend(t, "127.0.60.2", port)
+			startTCPBackend(t, "127.0.60.3", port)
+			balancer := New(port)
+			balancer.NoSplice = noSplice
+			balancer.SetBackends(netip.MustParseAddr("127.0.60.2"), netip.MustParseAddr("127.0.60.3"))
+			listen(t, balancer, "127.0.60.1")
 
-	address := net.JoinHostPort("127.0.60.1", strconv.Itoa(port))
-	g.Expect(exchange(t.Context(), address, "ping")).To(HaveSuffix(": ping"))
-	g.Expect(answeringBackends(t.Context(), address, 4)).To(ConsistOf("127.0.60.2", "127.0.60.2", "127.0.60.3", "127.0.60.3"))
+			address := net.JoinHostPort("127.0.60.1", strconv.Itoa(port))
+			g.Expect(exchange(t.Context(), address, "ping")).To(HaveSuffix(": ping"))
+			g.Expect(answeringBackends(t.Context(), address, 4)).To(ConsistOf("127.0.60.2", "127.0.60.2", "127.0.60.3", "127.0.60.3"))
+		})
+	}
 }
 
 // TestSkipsUnhealthyBackends checks that a backend failing its health check is reported and

@@ -168,6 +168,8 @@ func (s *Sim) EnsureLoadBalancer(_ context.Context, spec LoadBalancerSpec) (Load
 		return LoadBalancer{Name: spec.Name, Address: b.address, Backends: b.balancer.Backends()}, nil
 	}
 	b := lb.New(APIServerPort, TrustdPort)
+	// Every balancer of this runtime shares the manager's file limit.
+	b.NoSplice = true
 	if s.light != nil {
 		// Thousands of light clusters share two cores: TLS probes of each backend twice a
 		// second would take most of them. The nodes are in this process: ask them.
