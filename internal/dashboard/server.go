@@ -187,7 +187,7 @@ func (s *Server) fleetPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := snap.fleet(time.Now())
-	s.render(w, r, "fleet", page{Title: "Clusters", Fleet: &f})
+	s.render(w, r, http.StatusOK, "fleet", page{Title: "Clusters", Fleet: &f})
 }
 
 func (s *Server) clusterPage(w http.ResponseWriter, r *http.Request) {
@@ -198,19 +198,20 @@ func (s *Server) clusterPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := snap.cluster(namespace, name, time.Now())
-	if v == nil {
-		w.WriteHeader(http.StatusNotFound)
-	}
 	can, err := s.access.of(r.Context(), namespace)
 	if err != nil {
 		s.opts.Log.Error(err, "Failed to ask the API server what the user may do", "namespace", namespace)
 	}
-	s.render(w, r, "cluster", page{Title: "Cluster " + name, Namespace: namespace, Cluster: v, Can: can})
+	status := http.StatusOK
+	if v == nil {
+		status = http.StatusNotFound
+	}
+	s.render(w, r, status, "cluster", page{Title: "Cluster " + name, Namespace: namespace, Cluster: v, Can: can})
 }
 
-// render writes a whole page, or with the X-Talon-Fragment header only its live part,
-// which the page's script swaps in after a change.
-func (s *Server) render(w http.ResponseWriter, r *http.Request, name string, p page) {
+// render writes a whole page with status, or with the X-Talon-Fragment header only its live
+// part, which the page's script swaps in after a change.
+func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
 	p.Token, p.ReadOnly, p.Unreadable = s.token, s.opts.ReadOnly, s.watcher.unreadable()
 	if p.Namespace == "" {
 		p.Namespace = s.opts.Namespace
@@ -227,6 +228,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, name string, p p
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
 }
 

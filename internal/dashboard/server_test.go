@@ -197,6 +197,16 @@ func TestActionsNeedTheTokenAndRespectReadOnly(t *testing.T) {
 	g.Expect(string(page)).To(ContainSubstring("Cluster c0000"))
 	g.Expect(string(page)).NotTo(ContainSubstring("<form"), "a read-only dashboard offers no actions")
 
+	req, err = http.NewRequestWithContext(t.Context(), http.MethodGet, readOnly+"/clusters/"+ns+"/absent", http.NoBody)
+	g.Expect(err).NotTo(HaveOccurred())
+	resp, err = http.DefaultClient.Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	page, _ = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusNotFound))
+	g.Expect(resp.Header.Get("Content-Type")).To(HavePrefix("text/html"))
+	g.Expect(string(page)).To(ContainSubstring("Cluster not found"))
+
 	req, err = http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/", http.NoBody)
 	g.Expect(err).NotTo(HaveOccurred())
 	req.Host = "evil.example"
