@@ -174,9 +174,25 @@ func replicasOf(r *http.Request) (int32, error) {
 // clusterOf reads the request's Cluster from the API server (not the cache, so that a
 // change acts on what is there now).
 func (s *Server) clusterOf(ctx context.Context, r *http.Request) (*clusterv1.Cluster, error) {
+	if err := s.inScope(r.PathValue("namespace")); err != nil {
+		return nil, err
+	}
 	c := &clusterv1.Cluster{}
-	err := s.client.Get(ctx, types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}, c)
-	return c, err
+	if err := s.client.Get(ctx, types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}, c); err != nil {
+		return nil, err
+	}
+	if ref := c.Spec.ControlPlaneRef; ref.IsDefined() && (ref.Kind != "TalosControlPlane" || ref.APIGroup != controlplanev1.GroupVersion.Group) {
+		return nil, fmt.Errorf("%w: Cluster %s's control plane is a %s, not a TalosControlPlane", errBadRequest, c.Name, ref.Kind)
+	}
+	return c, nil
+}
+
+// inScope refuses a namespace outside --namespace: the dashboard acts only where it shows.
+func (s *Server) inScope(namespace string) error {
+	if s.opts.Namespace != "" && namespace != s.opts.Namespace {
+		return fmt.Errorf("%w: this dashboard shows namespace %s only", errBadRequest, s.opts.Namespace)
+	}
+	return nil
 }
 
 // replicasPatch sets spec.replicas.
@@ -370,7 +386,15 @@ var (
 // credentials: a caller who may not read the Secret gets the API server's 403.
 func (s *Server) download(d download) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if s.opts.ReadOnly {
+			http.Error(w, "talon dashboard runs with --read-only: it serves no kubeconfig or talosconfig", http.StatusForbidden)
+			return
+		}
 		namespace, name := r.PathValue("namespace"), r.PathValue("name")
+		if err := s.inScope(namespace); err != nil {
+			http.Error(w, strings.TrimPrefix(err.Error(), errBadRequest.Error()+": "), http.StatusBadRequest)
+			return
+		}
 		secret := &corev1.Secret{}
 		if err := s.client.Get(r.Context(), types.NamespacedName{Namespace: namespace, Name: d.secret(name)}, secret); err != nil {
 			code := http.StatusBadGateway

@@ -197,6 +197,15 @@ func TestActionsNeedTheTokenAndRespectReadOnly(t *testing.T) {
 	g.Expect(string(page)).To(ContainSubstring("Cluster c0000"))
 	g.Expect(string(page)).NotTo(ContainSubstring("<form"), "a read-only dashboard offers no actions")
 
+	req, err = http.NewRequestWithContext(t.Context(), http.MethodGet, readOnly+"/clusters/"+ns+"/c0000/kubeconfig", http.NoBody)
+	g.Expect(err).NotTo(HaveOccurred())
+	resp, err = http.DefaultClient.Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	page, _ = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusForbidden), "a read-only dashboard serves no Secrets")
+	g.Expect(string(page)).NotTo(ContainSubstring("kind: Config"))
+
 	req, err = http.NewRequestWithContext(t.Context(), http.MethodGet, readOnly+"/clusters/"+ns+"/absent", http.NoBody)
 	g.Expect(err).NotTo(HaveOccurred())
 	resp, err = http.DefaultClient.Do(req)
