@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -42,12 +43,15 @@ type clusterManifests struct {
 	controlPlanes      map[string]*controlplanev1.TalosControlPlane
 	machineDeployments []*clusterv1.MachineDeployment
 	configTemplates    map[string]*bootstrapv1.TalosConfigTemplate
+	// secrets are the Secrets given with the manifests, e.g. a disk encryption key's.
+	secrets map[string]*corev1.Secret
 	// skipped counts documents of kinds that do not affect machine configs.
 	skipped int
 }
 
 func newScheme() *runtime.Scheme {
 	scheme := runtime.NewScheme()
+	utilruntime.Must(corev1.AddToScheme(scheme))
 	utilruntime.Must(clusterv1.AddToScheme(scheme))
 	utilruntime.Must(bootstrapv1.AddToScheme(scheme))
 	utilruntime.Must(controlplanev1.AddToScheme(scheme))
@@ -61,6 +65,7 @@ func readManifests(r io.Reader) (*clusterManifests, error) {
 	m := &clusterManifests{
 		controlPlanes:   map[string]*controlplanev1.TalosControlPlane{},
 		configTemplates: map[string]*bootstrapv1.TalosConfigTemplate{},
+		secrets:         map[string]*corev1.Secret{},
 	}
 	reader := yaml.NewYAMLReader(bufio.NewReader(r))
 	for i := 1; ; i++ {
@@ -91,6 +96,8 @@ func readManifests(r io.Reader) (*clusterManifests, error) {
 			m.machineDeployments = append(m.machineDeployments, o)
 		case *bootstrapv1.TalosConfigTemplate:
 			m.configTemplates[o.Name] = o
+		case *corev1.Secret:
+			m.secrets[o.Name] = o
 		default:
 			m.skipped++
 		}
@@ -99,4 +106,29 @@ func readManifests(r io.Reader) (*clusterManifests, error) {
 		return nil, errors.New("no Cluster found: pass the output of 'clusterctl generate cluster'")
 	}
 	return m, nil
+}
+
+// staticKey is the disk encryption passphrase spec reads from a Secret, from the Secrets
+// given with the manifests.
+func (m *clusterManifests) staticKey(spec bootstrapv1.TalosConfigSpec) (string, error) {
+	ref := spec.DiskEncryption.StaticKeySecretRef
+	if ref.Name == "" {
+		return "", nil
+	}
+	key := ref.Key
+	if key == "" {
+		key = bootstrapv1.DefaultStaticKeySecretKey
+	}
+	secret, ok := m.secrets[ref.Name]
+	if !ok {
+		return "", fmt.Errorf("its disk encryption key is in Secret %s (spec.diskEncryption.staticKeySecretRef): add the Secret to the input", ref.Name)
+	}
+	value := secret.Data[key]
+	if len(value) == 0 {
+		value = []byte(secret.StringData[key])
+	}
+	if len(value) == 0 {
+		return "", fmt.Errorf("the Secret %s has no data key %q with the disk encryption passphrase", ref.Name, key)
+	}
+	return string(value), nil
 }

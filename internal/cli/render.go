@@ -134,10 +134,16 @@ func (o *renderOptions) renderCluster(out io.Writer, m *clusterManifests, cluste
 		if machine.spec.TalosVersion == "" && machine.spec.GenerateType != bootstrapv1.GenerateTypeNone {
 			machine.spec.TalosVersion = o.talosVersion
 		}
+		staticKey, err := m.staticKey(machine.spec)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("machine %s: %w", machine.name, err))
+			continue
+		}
 		data, err := configgen.Render(bundle, configgen.ClusterFrom(cluster, machine.version), configgen.Machine{
-			Spec:     machine.spec,
-			Hostname: configgen.Hostname(machine.spec.Hostname.Source, machine.name, machine.name),
-			Mode:     configgen.ModeFor(machine.infrastructureKind),
+			Spec:      machine.spec,
+			Hostname:  configgen.Hostname(machine.spec.Hostname.Source, machine.name, machine.name),
+			Mode:      configgen.ModeFor(machine.infrastructureKind),
+			StaticKey: staticKey,
 		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("machine %s: %w", machine.name, err))

@@ -182,3 +182,31 @@ func TestRenderAndValidateErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestRenderReadsTheDiskKeyFromTheInput: a config whose disk encryption key is in a Secret
+// renders with the Secret given beside the manifests, and names it when it is not.
+func TestRenderReadsTheDiskKeyFromTheInput(t *testing.T) {
+	g := NewWithT(t)
+	exampleYAML, err := os.ReadFile(example)
+	g.Expect(err).NotTo(HaveOccurred())
+	encrypted := strings.Replace(string(exampleYAML), "      generateType: worker\n",
+		"      generateType: worker\n      diskEncryption:\n        staticKeySecretRef:\n          name: disk-key\n", 1)
+	path := filepath.Join(t.TempDir(), "cluster.yaml")
+	g.Expect(os.WriteFile(path, []byte(encrypted), 0o600)).To(Succeed())
+	_, err = runTalon("render", "-f", path, "-o", t.TempDir())
+	g.Expect(err).To(MatchError(ContainSubstring(
+		"machine demo-workers-0: its disk encryption key is in Secret disk-key (spec.diskEncryption.staticKeySecretRef): add the Secret to the input")))
+
+	secret := "---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: disk-key\nstringData:\n  passphrase: from-the-input\n"
+	g.Expect(os.WriteFile(path, []byte(encrypted+secret), 0o600)).To(Succeed())
+	dir := t.TempDir()
+	_, err = runTalon("render", "-f", path, "-o", dir)
+	g.Expect(err).NotTo(HaveOccurred())
+	data, err := os.ReadFile(filepath.Join(dir, "demo", "demo-workers-0.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	cfg, err := configloader.NewFromBytes(data)
+	g.Expect(err).NotTo(HaveOccurred())
+	state, ok := cfg.Volumes().ByName("STATE")
+	g.Expect(ok).To(BeTrue())
+	g.Expect(string(state.Encryption().Keys()[0].Static().Key())).To(Equal("from-the-input"))
+}

@@ -178,6 +178,13 @@ func randomHubSpec(r *rand.Rand) bootstrapv1.TalosConfigSpec {
 	if r.IntN(2) == 0 {
 		s.ImageFactory = bootstrapv1.ImageFactorySpec{Version: "v1.14.1", Extensions: []string{word(r)}, SecureBoot: boolPtr(r.IntN(2) == 0)}
 	}
+	if r.IntN(2) == 0 {
+		s.NodeLabels = map[string]string{word(r): word(r)}
+		s.NodeTaints = []bootstrapv1.NodeTaint{{Key: word(r), Value: word(r), Effect: bootstrapv1.TaintEffectNoSchedule}}
+		s.RegistryMirrors = []bootstrapv1.RegistryMirror{{Registry: "docker.io", Endpoints: []string{"https://" + word(r)}, SkipFallback: boolPtr(r.IntN(2) == 0)}}
+		s.CNI = roundtrip.Some(r, bootstrapv1.CNIFlannel, bootstrapv1.CNINone)
+		s.DiskEncryption = bootstrapv1.DiskEncryptionSpec{Key: bootstrapv1.DiskEncryptionKeyTPM, StaticKeySecretRef: bootstrapv1.SecretKeyReference{Name: word(r)}}
+	}
 	return s
 }
 

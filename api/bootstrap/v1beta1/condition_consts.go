@@ -66,6 +66,10 @@ const (
 	// that would split the cluster's identity.
 	SecretsBundleUnavailableReason = "SecretsBundleUnavailable"
 
+	// DiskEncryptionKeyUnavailableReason: the Secret spec.diskEncryption.staticKeySecretRef
+	// names, or its data key, does not exist or is empty; the config is rendered once it does.
+	DiskEncryptionKeyUnavailableReason = "DiskEncryptionKeyUnavailable"
+
 	// InternalErrorReason: an unexpected error, such as a failed API call, that is retried.
 	InternalErrorReason = clusterv1.InternalErrorReason
 )

@@ -83,6 +83,42 @@ type TalosConfigSpec struct {
 	// +optional
 	Hostname HostnameSpec `json:"hostname,omitempty,omitzero"`
 
+	// nodeLabels are the labels the node registers with: KubeNodeConfig's labels under the
+	// v1.14 contract, machine.nodeLabels before. Keys and values follow Kubernetes' label
+	// syntax.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	NodeLabels map[string]string `json:"nodeLabels,omitempty"`
+
+	// nodeTaints are the taints the node registers with: KubeNodeConfig's taints under the
+	// v1.14 contract, machine.nodeTaints before.
+	// +optional
+	// +listType=map
+	// +listMapKey=key
+	// +kubebuilder:validation:MaxItems=32
+	NodeTaints []NodeTaint `json:"nodeTaints,omitempty"`
+
+	// registryMirrors are where the node pulls images of a registry from: a
+	// RegistryMirrorConfig document per registry from the v1.12 contract,
+	// machine.registries.mirrors before.
+	// +optional
+	// +listType=map
+	// +listMapKey=registry
+	// +kubebuilder:validation:MaxItems=32
+	RegistryMirrors []RegistryMirror `json:"registryMirrors,omitempty"`
+
+	// cni is the cluster's CNI: flannel, Talos' own and the default, or none, for a CNI
+	// installed by other means (an addon such as Cilium through Cluster API's Helm addon
+	// provider). Nodes stay NotReady until a CNI runs.
+	// +optional
+	CNI CNI `json:"cni,omitempty"`
+
+	// diskEncryption encrypts the node's STATE and EPHEMERAL volumes with LUKS2 (VolumeConfig
+	// documents), with a key sealed by the node's TPM or derived from its node ID, a static
+	// key read from a Secret, or both in two key slots.
+	// +optional
+	DiskEncryption DiskEncryptionSpec `json:"diskEncryption,omitempty,omitzero"`
+
 	// imageFactory is the Talos image nodes install, built by Talos Image Factory (whose URL
 	// is the bootstrap manager's --image-factory-url). Nodes that install Talos (bare metal)
 	// get the factory's installer under the v1.14 contract, as ghcr.io/siderolabs/installer

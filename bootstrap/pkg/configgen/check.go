@@ -48,6 +48,15 @@ func Check(spec bootstrapv1.TalosConfigSpec) error {
 	if err != nil {
 		return err
 	}
-	_, err = Render(bundle, checkCluster, Machine{Spec: spec, Mode: modeAny})
+	if err := checkSettings(spec); err != nil {
+		return err
+	}
+	m := Machine{Spec: spec, Mode: modeAny}
+	if spec.DiskEncryption.StaticKeySecretRef.Name != "" {
+		// The Secret is read when a config is rendered for a node; any passphrase checks
+		// the rest.
+		m.StaticKey = "check"
+	}
+	_, err = Render(bundle, checkCluster, m)
 	return err
 }

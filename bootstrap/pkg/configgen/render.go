@@ -29,6 +29,7 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
 	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
@@ -109,6 +110,9 @@ type Machine struct {
 	// Installer is the installer image a metal node installs and upgrades from, e.g. an Image
 	// Factory installer (ImageFactory); empty keeps what generation and patches give.
 	Installer string
+	// StaticKey is the passphrase read from the Secret spec.diskEncryption.staticKeySecretRef
+	// names. It goes into the rendered config only, never into an error.
+	StaticKey string
 }
 
 // DefaultInstallDisk is the install disk of a metal config rendered before the v1.14
@@ -133,6 +137,13 @@ func Render(bundle *secrets.Bundle, cluster Cluster, m Machine) ([]byte, error) 
 	patches, err := loadPatches(m.Spec)
 	if err != nil {
 		return nil, err
+	}
+	settings, err := settingsPatch(m.Spec, m.StaticKey, contract)
+	if err != nil {
+		return nil, err
+	}
+	if settings != nil {
+		patches = append([]configpatcher.Patch{settings}, patches...)
 	}
 	if m.Hostname != "" {
 		hostnamePatch, err := hostnamePatch(m.Hostname, contract)

@@ -102,6 +102,29 @@ func TestBadSpecsAreRefusedAtAdmission(t *testing.T) {
 			want: "spec.imageFactory.extensions[0]",
 		},
 		{
+			name: "a node label Kubernetes would refuse",
+			spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeWorker, NodeLabels: map[string]string{"pool": "gpu nodes"}},
+			want: "nodeLabels: ",
+		},
+		{
+			name: "a taint effect Kubernetes does not know",
+			spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeWorker,
+				NodeTaints: []bootstrapv1.NodeTaint{{Key: "dedicated", Effect: "Sometimes"}}},
+			want: `spec.nodeTaints[0].effect: Unsupported value: "Sometimes"`,
+		},
+		{
+			name: "a registry mirror that is no URL",
+			spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeWorker,
+				RegistryMirrors: []bootstrapv1.RegistryMirror{{Registry: "docker.io", Endpoints: []string{"mirror.example.com"}}}},
+			want: "spec.registryMirrors[0].endpoints[0]",
+		},
+		{
+			name: "disk encryption without a key",
+			spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeWorker,
+				DiskEncryption: bootstrapv1.DiskEncryptionSpec{StaticKeySecretRef: bootstrapv1.SecretKeyReference{Key: "passphrase"}}},
+			want: "spec.diskEncryption.staticKeySecretRef.name",
+		},
+		{
 			name: "data with a generated type",
 			spec: bootstrapv1.TalosConfigSpec{GenerateType: bootstrapv1.GenerateTypeWorker, Data: "version: v1alpha1\n"},
 			want: "spec.data: Forbidden: data is used only with generateType none",

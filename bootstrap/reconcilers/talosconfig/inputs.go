@@ -17,6 +17,16 @@ limitations under the License.
 package talosconfig
 
 import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
 )
@@ -29,4 +39,44 @@ func machineInput(config *bootstrapv1.TalosConfig, owner *configOwner) configgen
 		m.Hostname = configgen.Hostname(config.Spec.Hostname.Source, owner.name, owner.infrastructureRef.Name)
 	}
 	return m
+}
+
+// keyRecheckInterval is how often a config waiting for its disk encryption key reads the
+// Secret again. The managers' caches, as Cluster API's, watch only the Secrets labelled with
+// their cluster's name: one created without the label is found by this re-check.
+const keyRecheckInterval = time.Minute
+
+// errKeyUnavailable says why the static disk encryption key cannot be read; its message
+// names the Secret and key, never their value.
+type errKeyUnavailable struct{ message string }
+
+func (e errKeyUnavailable) Error() string { return e.message }
+
+// staticKey reads the passphrase config.spec.diskEncryption.staticKeySecretRef names, or ""
+// when it names none. A missing Secret or key is an errKeyUnavailable: the creation or update
+// of a Secret labelled with its cluster reconciles the config again
+// (secretToKeyWaitingTalosConfigs), and keyRecheckInterval covers one without the label.
+func (r *Reconciler) staticKey(ctx context.Context, config *bootstrapv1.TalosConfig) (string, error) {
+	ref := config.Spec.DiskEncryption.StaticKeySecretRef
+	if ref.Name == "" {
+		return "", nil
+	}
+	key := ref.Key
+	if key == "" {
+		key = bootstrapv1.DefaultStaticKeySecretKey
+	}
+	secret := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: config.Namespace, Name: ref.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", errKeyUnavailable{fmt.Sprintf("Waiting for Secret %s, whose data key %q holds the disk encryption passphrase "+
+				"(spec.diskEncryption.staticKeySecretRef): create it in namespace %s with label %s=%s",
+				ref.Name, key, config.Namespace, clusterv1.ClusterNameLabel, config.Labels[clusterv1.ClusterNameLabel])}
+		}
+		return "", fmt.Errorf("failed to read the disk encryption key's Secret %s: %w", ref.Name, err)
+	}
+	if len(secret.Data[key]) == 0 {
+		return "", errKeyUnavailable{fmt.Sprintf("Secret %s has no data key %q with the disk encryption passphrase "+
+			"(spec.diskEncryption.staticKeySecretRef): add it", ref.Name, key)}
+	}
+	return string(secret.Data[key]), nil
 }

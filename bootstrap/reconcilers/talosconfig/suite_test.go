@@ -21,9 +21,12 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	. "github.com/onsi/gomega"
 	talosconfig "github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
@@ -43,23 +46,62 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	ctrl.SetLogger(funcr.New(managerLog.write, funcr.Options{Verbosity: 5}))
 	os.Exit(envtest.Run(m))
+}
+
+// managerLog keeps what the managers of this package's tests log while a test records it.
+var managerLog logRecorder
+
+type logRecorder struct {
+	mu        sync.Mutex
+	recording bool
+	lines     []string
+}
+
+func (r *logRecorder) write(prefix, args string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.recording {
+		r.lines = append(r.lines, prefix+" "+args)
+	}
+}
+
+// record keeps the managers' log lines until the test ends, and returns them so far.
+func (r *logRecorder) record(t *testing.T) func() []string {
+	t.Helper()
+	r.mu.Lock()
+	r.recording, r.lines = true, nil
+	r.mu.Unlock()
+	t.Cleanup(func() {
+		r.mu.Lock()
+		r.recording, r.lines = false, nil
+		r.mu.Unlock()
+	})
+	return func() []string {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return slices.Clone(r.lines)
+	}
 }
 
 // startBootstrapProvider runs Cluster API's core reconcilers and the bootstrap provider's
 // reconcilers and webhooks, wired as the bootstrap manager wires them.
 func startBootstrapProvider(t *testing.T, env *envtest.Environment, mutate ...func(*manager.Options)) {
 	t.Helper()
+	env.StartManager(t, envtest.ManagerOptions{CoreReconcilers: true, Setup: bootstrapReconcilers(mutate...)})
+}
+
+// bootstrapReconcilers sets the bootstrap provider's reconcilers up, with options changed by
+// mutate.
+func bootstrapReconcilers(mutate ...func(*manager.Options)) func(ctx context.Context, mgr ctrl.Manager) error {
 	opts := manager.NewOptions()
 	for _, m := range mutate {
 		m(opts)
 	}
-	env.StartManager(t, envtest.ManagerOptions{
-		CoreReconcilers: true,
-		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
-			return setup.Reconcilers(ctx, mgr, opts)
-		},
-	})
+	return func(ctx context.Context, mgr ctrl.Manager) error {
+		return setup.Reconcilers(ctx, mgr, opts)
+	}
 }
 
 // newProvisionedCluster creates a Cluster whose TalosDockerCluster is provisioned with an

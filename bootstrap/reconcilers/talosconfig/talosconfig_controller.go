@@ -79,6 +79,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		return errors.New("talosconfig reconciler needs a Client")
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("controller", "talosconfig")
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &bootstrapv1.TalosConfig{}, staticKeySecretIndex, indexStaticKeySecret); err != nil {
+		return fmt.Errorf("failed to index TalosConfigs by their disk encryption key's Secret: %w", err)
+	}
 	err := capicontrollerutil.NewControllerManagedBy(mgr, log).
 		For(&bootstrapv1.TalosConfig{}).
 		WithOptions(options).
@@ -87,6 +90,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		Watches(&clusterv1.MachinePool{}, handler.EnqueueRequestsFromMapFunc(machinePoolToTalosConfig)).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToPendingTalosConfigs),
 			predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretToKeyWaitingTalosConfigs)).
 		Complete(ctx, r)
 	if err != nil {
 		return fmt.Errorf("failed to set up the talosconfig controller: %w", err)
@@ -301,6 +305,16 @@ func (r *Reconciler) render(ctx context.Context, config *bootstrapv1.TalosConfig
 	}
 
 	input := machineInput(config, owner)
+	if input.StaticKey, err = r.staticKey(ctx, config); err != nil {
+		var unavailable errKeyUnavailable
+		if errors.As(err, &unavailable) {
+			setFalse(config, bootstrapv1.DiskEncryptionKeyUnavailableReason, unavailable.message)
+			log.Info("Waiting for the disk encryption key", "reason", unavailable.message)
+			return nil, none, ctrl.Result{RequeueAfter: keyRecheckInterval}, nil
+		}
+		setInternalError(config, err)
+		return nil, none, ctrl.Result{}, err
+	}
 	factory, err := r.resolveImageFactory(ctx, config.Spec, input.Mode)
 	if err != nil {
 		return nil, none, imageFactoryFailed(ctx, config, err), nil

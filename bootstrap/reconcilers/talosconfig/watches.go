@@ -71,3 +71,33 @@ func (r *Reconciler) clusterToPendingTalosConfigs(ctx context.Context, o client.
 	}
 	return requests
 }
+
+// staticKeySecretIndex indexes TalosConfigs by the Secret their disk encryption's static key
+// is read from.
+const staticKeySecretIndex = "spec.diskEncryption.staticKeySecretRef.name" //nolint:gosec // a field index's name
+
+func indexStaticKeySecret(o client.Object) []string {
+	config, ok := o.(*bootstrapv1.TalosConfig)
+	if !ok || config.Spec.DiskEncryption.StaticKeySecretRef.Name == "" {
+		return nil
+	}
+	return []string{config.Spec.DiskEncryption.StaticKeySecretRef.Name}
+}
+
+// secretToKeyWaitingTalosConfigs maps a Secret to the TalosConfigs that read their disk
+// encryption key from it: its creation may be what they wait for, to render a first config
+// or, for a node updated in place, the next one. Only Secrets labelled with a cluster's name
+// reach it (the cache's selector).
+func (r *Reconciler) secretToKeyWaitingTalosConfigs(ctx context.Context, o client.Object) []ctrl.Request {
+	configs := &bootstrapv1.TalosConfigList{}
+	if err := r.Client.List(ctx, configs, client.InNamespace(o.GetNamespace()),
+		client.MatchingFields{staticKeySecretIndex: o.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to list the TalosConfigs reading a disk encryption key from Secret", "Secret", o.GetName())
+		return nil
+	}
+	requests := make([]ctrl.Request, 0, len(configs.Items))
+	for i := range configs.Items {
+		requests = append(requests, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&configs.Items[i])})
+	}
+	return requests
+}
