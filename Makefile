@@ -111,10 +111,13 @@ generate: $(CONTROLLER_GEN) $(KUSTOMIZE) ## Generate deep copies, CRDs and RBAC 
 		go run ./hack/chart -chart charts/talon bootstrap=$$tmp/bootstrap.yaml control-plane=$$tmp/control-plane.yaml \
 			infrastructure=$$tmp/infrastructure.yaml in-place-updates=$$tmp/in-place-updates.yaml; \
 		echo "Generated the Helm chart's templates from the kustomize output"
+	$(KUSTOMIZE) build addons/local-path-provisioner | go run ./hack/addons -name local-path-provisioner \
+		-title "Rancher's local-path-provisioner (the default StorageClass, local-path)" > templates/addon-local-path-provisioner.yaml
+	@echo "Generated the addons' ClusterResourceSets"
 
 .PHONY: verify-gen
 verify-gen: $(CONTROLLER_GEN) $(KUSTOMIZE) ## Fail if "make generate" would change any file
-	@sum() { find api config internal cmd bootstrap controlplane infrastructure test charts -type f | sort | xargs sha256sum; }; \
+	@sum() { find api config internal cmd bootstrap controlplane infrastructure test charts templates addons -type f | sort | xargs sha256sum; }; \
 	before=$$(sum); $(MAKE) --no-print-directory generate >/dev/null; after=$$(sum); \
 	if [ "$$before" != "$$after" ]; then \
 		diff <(echo "$$before") <(echo "$$after") || true; \
@@ -185,8 +188,9 @@ bench-scale: release-manifests tools build ## Create single-node clusters in sta
 
 ##@ Release
 
-# The cluster templates and ClusterClasses clusterctl finds beside the infrastructure provider.
-TEMPLATES := $(wildcard templates/cluster-template*.yaml templates/clusterclass-*.yaml)
+# The cluster templates, ClusterClasses and addons clusterctl finds beside the infrastructure
+# provider.
+TEMPLATES := $(wildcard templates/cluster-template*.yaml templates/clusterclass-*.yaml templates/addon-*.yaml)
 
 .PHONY: release-manifests
 release-manifests: $(KUSTOMIZE) ## Write the clusterctl components and metadata.yaml into out/
@@ -200,7 +204,7 @@ release-manifests: $(KUSTOMIZE) ## Write the clusterctl components and metadata.
 	$(KUSTOMIZE) build config/monitoring > $(OUT)/monitoring.yaml
 	$(KUSTOMIZE) build config/network-policy > $(OUT)/network-policies.yaml
 	cp metadata.yaml $(TEMPLATES) $(OUT)/
-	@echo "Wrote $(OUT)/{bootstrap,control-plane,infrastructure}-components.yaml, infrastructure-components-metal-{only,boot-service}.yaml, in-place-updates.yaml, monitoring.yaml, network-policies.yaml, metadata.yaml, cluster-template{,-metal,-metal-clusterclass}.yaml and clusterclass-talos-{docker,metal}.yaml"
+	@echo "Wrote $(OUT)/{bootstrap,control-plane,infrastructure}-components.yaml, infrastructure-components-metal-{only,boot-service}.yaml, in-place-updates.yaml, monitoring.yaml, network-policies.yaml, metadata.yaml, cluster-template{,-metal,-metal-clusterclass}.yaml, clusterclass-talos-{docker,metal}.yaml and addon-local-path-provisioner.yaml"
 	@# A clusterctl local repository of these files and the clusterctl.yaml that points at it:
 	@#   clusterctl init --config out/clusterctl.yaml --bootstrap talon --control-plane talon --infrastructure talon
 	@# Cluster API's core manager calls Talon's in-place update hooks with these two gates on.

@@ -76,6 +76,7 @@ func TestClusterClassTopology(t *testing.T) {
 	})
 	ns := env.NewNamespace(t, "topology")
 	c := env.Client
+	applyTemplate(t, c, "addon-local-path-provisioner.yaml", map[string]string{"NAMESPACE": ns}, nil)
 	applyTemplate(t, c, "clusterclass-talos-docker.yaml", map[string]string{"NAMESPACE": ns}, func(o *unstructured.Unstructured) {
 		if o.GetKind() == "ClusterClass" {
 			g.Expect(unstructured.SetNestedStringSlice(o.Object, []string{oldVersion, midVersion, newVersion}, "spec", "kubernetesVersions")).To(Succeed())
@@ -86,7 +87,8 @@ func TestClusterClassTopology(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		return clusterv1.ClusterVariable{Name: name, Value: apiextensionsv1.JSON{Raw: raw}}
 	}
-	g.Expect(c.Create(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "topology", Namespace: ns}, Spec: clusterv1.ClusterSpec{
+	g.Expect(c.Create(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "topology", Namespace: ns,
+		Labels: map[string]string{"addons.talon.dev/local-path-provisioner": "true"}}, Spec: clusterv1.ClusterSpec{
 		ClusterNetwork: clusterv1.ClusterNetwork{
 			Pods:     clusterv1.NetworkRanges{CIDRBlocks: []string{"10.244.0.0/16"}},
 			Services: clusterv1.NetworkRanges{CIDRBlocks: []string{"10.96.0.0/12"}},
@@ -134,6 +136,25 @@ func TestClusterClassTopology(t *testing.T) {
 	served, err := kube.Discovery().ServerVersion()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(served.GitVersion).To(Equal(oldVersion), "the node runs v1.35's own kube-apiserver (bin/v1.35)")
+
+	// The local-path addon reached the workload cluster through Cluster API's
+	// ClusterResourceSet. Simulated nodes run no Pods, so no volume is provisioned: its
+	// objects are what is checked.
+	g.Eventually(func(g Gomega) {
+		class, err := kube.StorageV1().StorageClasses().Get(ctx, "local-path", metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(class.Annotations).To(HaveKeyWithValue("storageclass.kubernetes.io/is-default-class", "true"))
+		g.Expect(class.Provisioner).To(Equal("rancher.io/local-path"))
+		namespace, err := kube.CoreV1().Namespaces().Get(ctx, "local-path-storage", metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(namespace.Labels).To(HaveKeyWithValue("pod-security.kubernetes.io/enforce", "privileged"))
+		deployment, err := kube.AppsV1().Deployments("local-path-storage").Get(ctx, "local-path-provisioner", metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(deployment.Spec.Template.Spec.Containers[0].Image).To(Equal("rancher/local-path-provisioner:v0.0.30"))
+		config, err := kube.CoreV1().ConfigMaps("local-path-storage").Get(ctx, "local-path-config", metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(config.Data["config.json"]).To(ContainSubstring("/var/local-path-provisioner"))
+	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 
 	// A Kubernetes upgrade two minors up through the topology: the control plane takes
 	// v1.36.3, then v1.37.2, in place; no worker Machine of a new version exists before the

@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -40,6 +41,8 @@ import (
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	clusterreconciler "sigs.k8s.io/cluster-api/core/reconcilers/cluster"
 	clusterclassreconciler "sigs.k8s.io/cluster-api/core/reconcilers/clusterclass"
+	clusterresourcesetreconciler "sigs.k8s.io/cluster-api/core/reconcilers/clusterresourceset"
+	clusterresourcesetbindingreconciler "sigs.k8s.io/cluster-api/core/reconcilers/clusterresourcesetbinding"
 	machinereconciler "sigs.k8s.io/cluster-api/core/reconcilers/machine"
 	machinedeploymentreconciler "sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment"
 	machinehealthcheckreconciler "sigs.k8s.io/cluster-api/core/reconcilers/machinehealthcheck"
@@ -48,6 +51,7 @@ import (
 	topologymachinedeploymentreconciler "sigs.k8s.io/cluster-api/core/reconcilers/topology/machinedeployment"
 	topologymachinesetreconciler "sigs.k8s.io/cluster-api/core/reconcilers/topology/machineset"
 	capisetup "sigs.k8s.io/cluster-api/core/setup"
+	capiadmission "sigs.k8s.io/cluster-api/core/webhooks/admission"
 	capifeature "sigs.k8s.io/cluster-api/feature"
 	"sigs.k8s.io/cluster-api/util/index"
 
@@ -58,8 +62,9 @@ import (
 
 // ManagerOptions say what a test manager runs.
 type ManagerOptions struct {
-	// CoreReconcilers runs Cluster API's own Cluster, Machine, MachineSet, MachineDeployment
-	// and MachineHealthCheck reconcilers, with a ClusterCache, in the manager.
+	// CoreReconcilers runs Cluster API's own Cluster, Machine, MachineSet, MachineDeployment,
+	// MachineHealthCheck and ClusterResourceSet reconcilers, with a ClusterCache, in the
+	// manager.
 	CoreReconcilers bool
 
 	// Topology also runs Cluster API's ClusterClass and managed-topology reconcilers (with
@@ -73,6 +78,12 @@ type ManagerOptions struct {
 	// NoWebhooks leaves the webhooks to another manager running beside this one: all
 	// managers of a test process share the webhook port.
 	NoWebhooks bool
+
+	// ClusterWebhooksIn serves Cluster API's own Cluster webhooks for the Clusters of this
+	// namespace: defaulting (a topology's variables get their ClusterClass defaults) and
+	// validation (the variables checked against the class's schemas), as Cluster API's
+	// manager serves them. Clusters of other namespaces do not pass through them.
+	ClusterWebhooksIn string
 }
 
 // managerCount numbers the managers a test process starts.
@@ -142,6 +153,13 @@ func (e *Environment) StartManager(tb testing.TB, opts ManagerOptions) *Manager 
 		}
 	}
 
+	if opts.ClusterWebhooksIn != "" {
+		if err := (&capiadmission.Cluster{Client: mgr.GetClient()}).SetupWebhookWithManager(clusterWebhookManager(mgr)); err != nil {
+			cancel()
+			tb.Fatalf("Failed to set up Cluster API's Cluster webhooks: %v", err)
+		}
+	}
+
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	m.stop = sync.OnceFunc(func() {
@@ -179,6 +197,9 @@ func (e *Environment) StartManager(tb testing.TB, opts ManagerOptions) *Manager 
 	case <-mgr.Elected():
 	case <-syncCtx.Done():
 		tb.Fatalf("The manager did not start its runnables within 30s")
+	}
+	if opts.ClusterWebhooksIn != "" {
+		e.installClusterWebhooks(tb, opts.ClusterWebhooksIn)
 	}
 	return m
 }
@@ -246,6 +267,10 @@ func setupCoreReconcilers(ctx context.Context, mgr ctrl.Manager) (clustercache.C
 	if err != nil {
 		return nil, fmt.Errorf("failed to set up ClusterCache: %w", err)
 	}
+	secrets, err := partialSecretCache(mgr)
+	if err != nil {
+		return nil, err
+	}
 	c, reader := mgr.GetClient(), mgr.GetAPIReader()
 	errs := []error{
 		(&clusterreconciler.Reconciler{
@@ -263,6 +288,27 @@ func setupCoreReconcilers(ctx context.Context, mgr ctrl.Manager) (clustercache.C
 		(&machinehealthcheckreconciler.Reconciler{
 			Client: c, ClusterCache: cache,
 		}).SetupWithManager(ctx, mgr, coreOptions()),
+		(&clusterresourcesetreconciler.Reconciler{Client: c, ClusterCache: cache}).SetupWithManager(ctx, mgr, coreOptions(), secrets),
+		(&clusterresourcesetbindingreconciler.Reconciler{Client: c}).SetupWithManager(ctx, mgr, coreOptions()),
 	}
 	return cache, errors.Join(errs...)
+}
+
+// partialSecretCache is the cache of Secrets' metadata Cluster API's manager gives its
+// ClusterResourceSet reconciler: the manager's own cache holds only Secrets labelled with a
+// cluster, and a ClusterResourceSet's Secrets need not be.
+func partialSecretCache(mgr ctrl.Manager) (ctrlcache.Cache, error) {
+	secrets, err := ctrlcache.New(mgr.GetConfig(), ctrlcache.Options{
+		Scheme:           mgr.GetScheme(),
+		Mapper:           mgr.GetRESTMapper(),
+		HTTPClient:       mgr.GetHTTPClient(),
+		DefaultTransform: ctrlcache.TransformStripManagedFields(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create the Secret metadata cache: %w", err)
+	}
+	if err := mgr.Add(secrets); err != nil {
+		return nil, fmt.Errorf("failed to start the Secret metadata cache: %w", err)
+	}
+	return secrets, nil
 }
