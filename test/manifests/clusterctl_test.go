@@ -121,8 +121,8 @@ func generateCluster(t *testing.T, env []string, args ...string) func(kind strin
 }
 
 // TestClusterctlGeneratesTheClusterClass: "clusterctl generate yaml --from" renders each
-// shipped ClusterClass with its templates into a namespace, and the API server (with Talon's
-// webhooks) accepts every object in a server-side dry run.
+// shipped ClusterClass with its templates, and the local-path addon, into a namespace, and the
+// API server (with Talon's webhooks) accepts every object in a server-side dry run.
 func TestClusterctlGeneratesTheClusterClass(t *testing.T) {
 	env := envtest.Get(t)
 	clusterctl, err := envtest.Binary("clusterctl")
@@ -133,6 +133,8 @@ func TestClusterctlGeneratesTheClusterClass(t *testing.T) {
 			"TalosDockerMachineTemplate", "TalosDockerMachineTemplate", "TalosConfigTemplate"},
 		"clusterclass-talos-metal.yaml": {"ClusterClass", "TalosMetalClusterTemplate", "TalosControlPlaneTemplate",
 			"TalosMetalMachineTemplate", "TalosMetalMachineTemplate", "TalosConfigTemplate"},
+		// The addon's shell scripts say $VOL_DIR, which clusterctl leaves alone.
+		"addon-local-path-provisioner.yaml": {"ConfigMap", "ClusterResourceSet"},
 	} {
 		t.Run(file, func(t *testing.T) {
 			g := NewWithT(t)
@@ -146,6 +148,10 @@ func TestClusterctlGeneratesTheClusterClass(t *testing.T) {
 				obj := &objs[i]
 				kinds = append(kinds, obj.GetKind())
 				g.Expect(obj.GetNamespace()).To(Equal(ns))
+				if obj.GetKind() == "ConfigMap" {
+					manifests, _, _ := unstructured.NestedString(obj.Object, "data", "local-path-provisioner.yaml")
+					g.Expect(manifests).To(ContainSubstring(`mkdir -m 0777 -p "$VOL_DIR"`), "the addon's scripts are unchanged")
+				}
 				err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.DryRunAll, client.ForceOwnership, client.FieldOwner("talon-test"))
 				g.Expect(err).NotTo(HaveOccurred(), "server-side dry-run of %s %s", obj.GetKind(), obj.GetName())
 			}
