@@ -19,9 +19,7 @@ package docker_test
 import (
 	"context"
 	"encoding/base64"
-	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,10 +39,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/kubeconfig"
-	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
 
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
@@ -126,16 +122,7 @@ func createCluster(tb testing.TB, c client.Client, s clusterSpec) {
 func applyTemplate(tb testing.TB, c client.Client, file string, variables map[string]string, mutate func(*unstructured.Unstructured)) {
 	tb.Helper()
 	g := NewWithT(tb)
-	raw, err := os.ReadFile(filepath.Join(envtest.RepoRoot(), "templates", file))
-	g.Expect(err).NotTo(HaveOccurred())
-	processed, err := yamlprocessor.NewSimpleProcessor().Process(raw, func(name string) (string, error) {
-		if v, ok := variables[name]; ok {
-			return v, nil
-		}
-		return "", fmt.Errorf("variable %s is not set", name)
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	objs, err := utilyaml.ToUnstructured(processed)
+	objs, err := envtest.Template(file, variables)
 	g.Expect(err).NotTo(HaveOccurred())
 	for i := range objs {
 		o := &objs[i]

@@ -115,10 +115,7 @@ func (m *clusterManifests) staticKey(spec bootstrapv1.TalosConfigSpec) (string, 
 	if ref.Name == "" {
 		return "", nil
 	}
-	key := ref.Key
-	if key == "" {
-		key = bootstrapv1.DefaultStaticKeySecretKey
-	}
+	key := ref.DataKey()
 	secret, ok := m.secrets[ref.Name]
 	if !ok {
 		return "", fmt.Errorf("its disk encryption key is in Secret %s (spec.diskEncryption.staticKeySecretRef): add the Secret to the input", ref.Name)

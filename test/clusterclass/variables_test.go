@@ -20,7 +20,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -38,8 +37,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
-	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
@@ -403,16 +400,7 @@ func render(t *testing.T, env *envtest.Environment, bundle *secrets.Bundle, clus
 func applyTemplate(t *testing.T, c client.Client, file, ns string) {
 	t.Helper()
 	g := NewWithT(t)
-	raw, err := os.ReadFile(filepath.Join(envtest.RepoRoot(), "templates", file))
-	g.Expect(err).NotTo(HaveOccurred())
-	processed, err := yamlprocessor.NewSimpleProcessor().Process(raw, func(name string) (string, error) {
-		if name == "NAMESPACE" {
-			return ns, nil
-		}
-		return "", fmt.Errorf("variable %s is not set", name)
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	objs, err := utilyaml.ToUnstructured(processed)
+	objs, err := envtest.Template(file, map[string]string{"NAMESPACE": ns})
 	g.Expect(err).NotTo(HaveOccurred())
 	for i := range objs {
 		o := &objs[i]

@@ -32,7 +32,10 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
+	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
 )
 
 // Providers are Talon's three providers, named as their config/ directories.
@@ -191,4 +194,23 @@ func webhookConfigurations() ([]*admissionregistrationv1.ValidatingWebhookConfig
 		}
 	}
 	return validating, mutating, nil
+}
+
+// Template returns the objects of a file in templates/, processed as clusterctl generate
+// processes it with variables: a variable without a value and without a default is an error.
+func Template(file string, variables map[string]string) ([]unstructured.Unstructured, error) {
+	raw, err := os.ReadFile(filepath.Join(RepoRoot(), "templates", file))
+	if err != nil {
+		return nil, err
+	}
+	processed, err := yamlprocessor.NewSimpleProcessor().Process(raw, func(name string) (string, error) {
+		if v, ok := variables[name]; ok {
+			return v, nil
+		}
+		return "", fmt.Errorf("variable %s is not set", name)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("template %s: %w", file, err)
+	}
+	return utilyaml.ToUnstructured(processed)
 }

@@ -132,3 +132,11 @@ type SecretKeyReference struct {
 
 // DefaultStaticKeySecretKey is the Secret data key a staticKeySecretRef without a key reads.
 const DefaultStaticKeySecretKey = "passphrase"
+
+// DataKey is the key of the Secret's data the reference reads: key, or passphrase when unset.
+func (r SecretKeyReference) DataKey() string {
+	if r.Key == "" {
+		return DefaultStaticKeySecretKey
+	}
+	return r.Key
+}

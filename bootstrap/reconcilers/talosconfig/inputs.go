@@ -61,10 +61,7 @@ func (r *Reconciler) staticKey(ctx context.Context, config *bootstrapv1.TalosCon
 	if ref.Name == "" {
 		return "", nil
 	}
-	key := ref.Key
-	if key == "" {
-		key = bootstrapv1.DefaultStaticKeySecretKey
-	}
+	key := ref.DataKey()
 	secret := &corev1.Secret{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: config.Namespace, Name: ref.Name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
