@@ -47,8 +47,9 @@ func Provider() manager.Provider {
 func Reconcilers(ctx context.Context, mgr ctrl.Manager, opts *manager.Options) error {
 	options := controller.Options{MaxConcurrentReconciles: opts.Concurrency}
 	return errors.Join(
-		(&talosconfig.Reconciler{Client: mgr.GetClient(), WatchFilterValue: opts.WatchFilter, ImageFactory: &imagefactory.Client{URL: opts.ImageFactoryURL},
-			Events: mgr.GetEventRecorder("talon-bootstrap-manager")}).SetupWithManager(ctx, mgr, options),
+		(&talosconfig.Reconciler{Client: mgr.GetClient(), WatchFilterValue: opts.WatchFilter, Namespace: opts.Namespace,
+			ImageFactory: &imagefactory.Client{URL: opts.ImageFactoryURL},
+			Events:       mgr.GetEventRecorder("talon-bootstrap-manager")}).SetupWithManager(ctx, mgr, options),
 		(&clientconfig.Reconciler{Client: mgr.GetClient(), WatchFilterValue: opts.WatchFilter}).SetupWithManager(ctx, mgr, options),
 	)
 }

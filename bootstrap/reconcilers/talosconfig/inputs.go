@@ -19,13 +19,10 @@ package talosconfig
 import (
 	"context"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	bootstrapv1 "github.com/talon-capi/talon/api/bootstrap/v1beta1"
 	"github.com/talon-capi/talon/bootstrap/pkg/configgen"
@@ -41,11 +38,6 @@ func machineInput(config *bootstrapv1.TalosConfig, owner *configOwner) configgen
 	return m
 }
 
-// keyRecheckInterval is how often a config waiting for its disk encryption key reads the
-// Secret again. The managers' caches, as Cluster API's, watch only the Secrets labelled with
-// their cluster's name: one created without the label is found by this re-check.
-const keyRecheckInterval = time.Minute
-
 // errKeyUnavailable says why the static disk encryption key cannot be read; its message
 // names the Secret and key, never their value.
 type errKeyUnavailable struct{ message string }
@@ -53,9 +45,8 @@ type errKeyUnavailable struct{ message string }
 func (e errKeyUnavailable) Error() string { return e.message }
 
 // staticKey reads the passphrase config.spec.diskEncryption.staticKeySecretRef names, or ""
-// when it names none. A missing Secret or key is an errKeyUnavailable: the creation or update
-// of a Secret labelled with its cluster reconciles the config again
-// (secretToKeyWaitingTalosConfigs), and keyRecheckInterval covers one without the label.
+// when it names none. A missing Secret or key is an errKeyUnavailable: the Secret's creation
+// or update reconciles the config again (secretToKeyWaitingTalosConfigs).
 func (r *Reconciler) staticKey(ctx context.Context, config *bootstrapv1.TalosConfig) (string, error) {
 	ref := config.Spec.DiskEncryption.StaticKeySecretRef
 	if ref.Name == "" {
@@ -66,8 +57,7 @@ func (r *Reconciler) staticKey(ctx context.Context, config *bootstrapv1.TalosCon
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: config.Namespace, Name: ref.Name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			return "", errKeyUnavailable{fmt.Sprintf("Waiting for Secret %s, whose data key %q holds the disk encryption passphrase "+
-				"(spec.diskEncryption.staticKeySecretRef): create it in namespace %s with label %s=%s",
-				ref.Name, key, config.Namespace, clusterv1.ClusterNameLabel, config.Labels[clusterv1.ClusterNameLabel])}
+				"(spec.diskEncryption.staticKeySecretRef): create it in namespace %s", ref.Name, key, config.Namespace)}
 		}
 		return "", fmt.Errorf("failed to read the disk encryption key's Secret %s: %w", ref.Name, err)
 	}

@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	capicontrollerutil "sigs.k8s.io/cluster-api/util/controller"
@@ -61,6 +62,9 @@ type Reconciler struct {
 	// WatchFilterValue limits reconciliation to objects labelled with it.
 	WatchFilterValue string
 
+	// Namespace is the one namespace the manager watches; empty means all.
+	Namespace string
+
 	// ImageFactory resolves the schematics of nodes that install Talos.
 	ImageFactory *imagefactory.Client
 
@@ -82,7 +86,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &bootstrapv1.TalosConfig{}, staticKeySecretIndex, indexStaticKeySecret); err != nil {
 		return fmt.Errorf("failed to index TalosConfigs by their disk encryption key's Secret: %w", err)
 	}
-	err := capicontrollerutil.NewControllerManagedBy(mgr, log).
+	keySecrets, err := secretMetadataCache(mgr, r.Namespace)
+	if err != nil {
+		return err
+	}
+	err = capicontrollerutil.NewControllerManagedBy(mgr, log).
 		For(&bootstrapv1.TalosConfig{}).
 		WithOptions(options).
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
@@ -90,7 +98,10 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		Watches(&clusterv1.MachinePool{}, handler.EnqueueRequestsFromMapFunc(machinePoolToTalosConfig)).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToPendingTalosConfigs),
 			predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretToKeyWaitingTalosConfigs)).
+		WatchesRawSource(source.Kind(keySecrets, secretMetadata(),
+			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, s *metav1.PartialObjectMetadata) []ctrl.Request {
+				return r.secretToKeyWaitingTalosConfigs(ctx, s)
+			}))).
 		Complete(ctx, r)
 	if err != nil {
 		return fmt.Errorf("failed to set up the talosconfig controller: %w", err)
@@ -310,7 +321,7 @@ func (r *Reconciler) render(ctx context.Context, config *bootstrapv1.TalosConfig
 		if errors.As(err, &unavailable) {
 			setFalse(config, bootstrapv1.DiskEncryptionKeyUnavailableReason, unavailable.message)
 			log.Info("Waiting for the disk encryption key", "reason", unavailable.message)
-			return nil, none, ctrl.Result{RequeueAfter: keyRecheckInterval}, nil
+			return nil, none, ctrl.Result{}, nil
 		}
 		setInternalError(config, err)
 		return nil, none, ctrl.Result{}, err

@@ -18,9 +18,12 @@ package talosconfig
 
 import (
 	"context"
+	"fmt"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -86,8 +89,7 @@ func indexStaticKeySecret(o client.Object) []string {
 
 // secretToKeyWaitingTalosConfigs maps a Secret to the TalosConfigs that read their disk
 // encryption key from it: its creation may be what they wait for, to render a first config
-// or, for a node updated in place, the next one. Only Secrets labelled with a cluster's name
-// reach it (the cache's selector).
+// or, for a node updated in place, the next one.
 func (r *Reconciler) secretToKeyWaitingTalosConfigs(ctx context.Context, o client.Object) []ctrl.Request {
 	configs := &bootstrapv1.TalosConfigList{}
 	if err := r.Client.List(ctx, configs, client.InNamespace(o.GetNamespace()),
@@ -100,4 +102,33 @@ func (r *Reconciler) secretToKeyWaitingTalosConfigs(ctx context.Context, o clien
 		requests = append(requests, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&configs.Items[i])})
 	}
 	return requests
+}
+
+// secretMetadata is the object the key Secrets' watch caches: a Secret's metadata.
+func secretMetadata() *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}}
+}
+
+// secretMetadataCache caches the metadata of every Secret the manager may see (in namespace,
+// or all), as Cluster API's manager does for its ClusterResourceSets: the manager's own cache
+// holds only Secrets labelled with a cluster (Cluster API's cache options), and a disk
+// encryption key's Secret need not be.
+func secretMetadataCache(mgr ctrl.Manager, namespace string) (ctrlcache.Cache, error) {
+	opts := ctrlcache.Options{
+		Scheme:           mgr.GetScheme(),
+		Mapper:           mgr.GetRESTMapper(),
+		HTTPClient:       mgr.GetHTTPClient(),
+		DefaultTransform: ctrlcache.TransformStripManagedFields(),
+	}
+	if namespace != "" {
+		opts.DefaultNamespaces = map[string]ctrlcache.Config{namespace: {}}
+	}
+	secrets, err := ctrlcache.New(mgr.GetConfig(), opts)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create the Secret metadata cache: %w", err)
+	}
+	if err := mgr.Add(secrets); err != nil {
+		return nil, fmt.Errorf("failed to start the Secret metadata cache: %w", err)
+	}
+	return secrets, nil
 }
