@@ -101,6 +101,9 @@ generate: $(CONTROLLER_GEN) $(KUSTOMIZE) ## Generate deep copies, CRDs and RBAC 
 		$(CONTROLLER_GEN) webhook paths=./$$p/... output:webhook:dir=config/$$p/webhook; \
 		echo "Generated CRDs and RBAC of the $$p provider"; \
 	done
+	@# The optional KubernetesCluster API (config/kubernetescluster, docs/kubernetescluster.md).
+	rm -f config/kubernetescluster/bases/*.yaml
+	$(CONTROLLER_GEN) crd paths=./api/vitistack/... output:crd:dir=config/kubernetescluster/bases
 	gofmt -s -w api internal cmd bootstrap controlplane infrastructure test hack/chart
 	@# The Helm chart's copies of the kustomize output (every object but the Deployments).
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
@@ -202,9 +205,10 @@ release-manifests: $(KUSTOMIZE) ## Write the clusterctl components and metadata.
 	$(KUSTOMIZE) build config/infrastructure/metal-boot-service > $(OUT)/infrastructure-components-metal-boot-service.yaml
 	$(KUSTOMIZE) build config/controlplane/extension > $(OUT)/in-place-updates.yaml
 	$(KUSTOMIZE) build config/monitoring > $(OUT)/monitoring.yaml
+	$(KUSTOMIZE) build config/kubernetescluster > $(OUT)/kubernetescluster.yaml
 	$(KUSTOMIZE) build config/network-policy > $(OUT)/network-policies.yaml
 	cp metadata.yaml $(TEMPLATES) $(OUT)/
-	@echo "Wrote $(OUT)/{bootstrap,control-plane,infrastructure}-components.yaml, infrastructure-components-metal-{only,boot-service}.yaml, in-place-updates.yaml, monitoring.yaml, network-policies.yaml, metadata.yaml, cluster-template{,-metal,-metal-clusterclass}.yaml, clusterclass-talos-{docker,metal}.yaml and addon-local-path-provisioner.yaml"
+	@echo "Wrote $(OUT)/{bootstrap,control-plane,infrastructure}-components.yaml, infrastructure-components-metal-{only,boot-service}.yaml, in-place-updates.yaml, monitoring.yaml, network-policies.yaml, kubernetescluster.yaml, metadata.yaml, cluster-template{,-metal,-metal-clusterclass}.yaml, clusterclass-talos-{docker,metal}.yaml and addon-local-path-provisioner.yaml"
 	@# A clusterctl local repository of these files and the clusterctl.yaml that points at it:
 	@#   clusterctl init --config out/clusterctl.yaml --bootstrap talon --control-plane talon --infrastructure talon
 	@# Cluster API's core manager calls Talon's in-place update hooks with these two gates on.

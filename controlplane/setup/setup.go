@@ -23,6 +23,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -36,7 +37,9 @@ import (
 	controlplanev1alpha3 "github.com/talon-capi/talon/api/controlplane/v1alpha3"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
+	vitiv1 "github.com/talon-capi/talon/api/vitistack/v1alpha1"
 	"github.com/talon-capi/talon/controlplane/pkg/talosclient"
+	"github.com/talon-capi/talon/controlplane/reconcilers/kubernetescluster"
 	"github.com/talon-capi/talon/controlplane/reconcilers/taloscontrolplane"
 	"github.com/talon-capi/talon/controlplane/reconcilers/talosetcdbackup"
 	"github.com/talon-capi/talon/controlplane/webhooks"
@@ -49,13 +52,18 @@ func Provider() manager.Provider {
 		Name: "talon-control-plane-manager",
 		// The control plane creates and reads the bootstrap provider's TalosConfigs, and reads
 		// bare-metal hosts to apply their configs as the boot service serves them.
-		AddToScheme:      []func(*runtime.Scheme) error{controlplanev1.AddToScheme, controlplanev1alpha3.AddToScheme, bootstrapv1.AddToScheme, infrav1.AddToScheme},
+		// It also builds vitistack.io KubernetesClusters, when --kubernetes-cluster-class is set.
+		AddToScheme:      []func(*runtime.Scheme) error{controlplanev1.AddToScheme, controlplanev1alpha3.AddToScheme, bootstrapv1.AddToScheme, infrav1.AddToScheme, vitiv1.AddToScheme},
 		SetupReconcilers: Reconcilers,
 		SetupWebhooks:    Webhooks,
 		AddFlags: func(fs *pflag.FlagSet) {
 			fs.IntVar(&extensionPort, "runtime-extension-port", DefaultExtensionPort,
 				"Port Cluster API's in-place update hooks for worker Machines are served on (HTTPS, with the webhook "+
 					"certificate of --webhook-cert-dir); 0 serves none.")
+			fs.StringVar(&kubernetesClusterClass, "kubernetes-cluster-class", DefaultKubernetesClusterClass,
+				"Build vitistack.io KubernetesClusters as Clusters of this ClusterClass (\"name\" in the KubernetesCluster's namespace, "+
+					"or \"namespace/name\"; a KubernetesCluster's talon.dev/cluster-class annotation overrides it), when their CRD "+
+					"(out/kubernetescluster.yaml) is installed as the manager starts; empty builds none (docs/kubernetescluster.md).")
 		},
 		Validate: func() error {
 			if extensionPort < 0 || extensionPort > 65535 {
@@ -70,12 +78,20 @@ func Provider() manager.Provider {
 // served) where Reconcilers runs without the command line, as in tests.
 var extensionPort int
 
+// kubernetesClusterClass is the --kubernetes-cluster-class of the provider's manager: empty
+// (no KubernetesCluster controller) where Reconcilers runs without the command line.
+var kubernetesClusterClass string
+
+// DefaultKubernetesClusterClass is the ClusterClass KubernetesClusters are built with unless
+// told otherwise: Talon's Docker class.
+const DefaultKubernetesClusterClass = "talos-docker"
+
 // DefaultExtensionPort is where the control-plane manager serves Cluster API's in-place
 // update hooks unless told otherwise; the shipped ExtensionConfig names it.
 const DefaultExtensionPort = 9444
 
 // Reconcilers registers the TalosControlPlane, TalosEtcdBackup and TalosEtcdBackupSchedule
-// reconcilers with mgr.
+// reconcilers with mgr, and the KubernetesCluster reconciler (setupKubernetesClusters).
 func Reconcilers(ctx context.Context, mgr ctrl.Manager, opts *manager.Options) error {
 	cache, err := manager.NewClusterCache(ctx, mgr, "talon-control-plane-manager", opts)
 	if err != nil {
@@ -96,10 +112,31 @@ func Reconcilers(ctx context.Context, mgr ctrl.Manager, opts *manager.Options) e
 	if err := schedules.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.Concurrency}); err != nil {
 		return err
 	}
+	if err := setupKubernetesClusters(ctx, mgr, opts); err != nil {
+		return err
+	}
 	if extensionPort == 0 {
 		return nil
 	}
 	return Extension(mgr, r, extensionPort, opts.WebhookCertDir)
+}
+
+// setupKubernetesClusters registers the KubernetesCluster reconciler when
+// --kubernetes-cluster-class names a class and the KubernetesCluster CRD is installed: the
+// CRD is an optional component, and the manager runs the same without it.
+func setupKubernetesClusters(ctx context.Context, mgr ctrl.Manager, opts *manager.Options) error {
+	if kubernetesClusterClass == "" {
+		return nil
+	}
+	kind := vitiv1.GroupVersion.WithKind("KubernetesCluster")
+	if _, err := mgr.GetRESTMapper().RESTMapping(kind.GroupKind(), kind.Version); meta.IsNoMatchError(err) {
+		ctrl.LoggerFrom(ctx).Info("The KubernetesCluster CRD is not installed, so KubernetesClusters are not built: apply out/kubernetescluster.yaml and restart this manager to build them")
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("failed to find the KubernetesCluster CRD: %w", err)
+	}
+	r := &kubernetescluster.Reconciler{Client: mgr.GetClient(), Class: kubernetesClusterClass, Events: mgr.GetEventRecorder("talon-control-plane-manager")}
+	return r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.Concurrency})
 }
 
 // Extension serves r's answers to Cluster API's in-place update hooks (CanUpdateMachineSet,
@@ -130,10 +167,12 @@ func Extension(mgr ctrl.Manager, r *taloscontrolplane.Reconciler, port int, cert
 	return mgr.Add(srv)
 }
 
-// Webhooks registers the validating webhooks of TalosControlPlane and TalosControlPlaneTemplate.
+// Webhooks registers the webhooks of TalosControlPlane and TalosControlPlaneTemplate, and
+// KubernetesCluster's, served whether or not its controller runs.
 func Webhooks(mgr ctrl.Manager) error {
 	return errors.Join(
 		(&webhooks.TalosControlPlane{}).SetupWebhookWithManager(mgr),
 		(&webhooks.TalosControlPlaneTemplate{}).SetupWebhookWithManager(mgr),
+		(&webhooks.KubernetesCluster{}).SetupWebhookWithManager(mgr),
 	)
 }

@@ -61,32 +61,12 @@ func newScheme() *runtime.Scheme {
 
 // readManifests decodes every YAML document of r.
 func readManifests(r io.Reader) (*clusterManifests, error) {
-	decoder := serializer.NewCodecFactory(newScheme(), serializer.EnableStrict).UniversalDeserializer()
 	m := &clusterManifests{
 		controlPlanes:   map[string]*controlplanev1.TalosControlPlane{},
 		configTemplates: map[string]*bootstrapv1.TalosConfigTemplate{},
 		secrets:         map[string]*corev1.Secret{},
 	}
-	reader := yaml.NewYAMLReader(bufio.NewReader(r))
-	for i := 1; ; i++ {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("document %d is not YAML: %w", i, err)
-		}
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		obj, _, err := decoder.Decode(doc, nil, nil)
-		if runtime.IsNotRegisteredError(err) {
-			m.skipped++
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", i, err)
-		}
+	err := decodeDocuments(r, newScheme(), func(obj runtime.Object) {
 		switch o := obj.(type) {
 		case *clusterv1.Cluster:
 			m.clusters = append(m.clusters, o)
@@ -101,11 +81,42 @@ func readManifests(r io.Reader) (*clusterManifests, error) {
 		default:
 			m.skipped++
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(m.clusters) == 0 {
 		return nil, errors.New("no Cluster found: pass the output of 'clusterctl generate cluster'")
 	}
 	return m, nil
+}
+
+// decodeDocuments decodes each YAML document of r with scheme's kinds, strictly, and hands
+// it to each; documents of other kinds are handed over as nil.
+func decodeDocuments(r io.Reader, scheme *runtime.Scheme, each func(runtime.Object)) error {
+	decoder := serializer.NewCodecFactory(scheme, serializer.EnableStrict).UniversalDeserializer()
+	reader := yaml.NewYAMLReader(bufio.NewReader(r))
+	for i := 1; ; i++ {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("document %d is not YAML: %w", i, err)
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		obj, _, err := decoder.Decode(doc, nil, nil)
+		if runtime.IsNotRegisteredError(err) {
+			each(nil)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("document %d: %w", i, err)
+		}
+		each(obj)
+	}
 }
 
 // staticKey is the disk encryption passphrase spec reads from a Secret, from the Secrets

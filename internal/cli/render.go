@@ -71,15 +71,11 @@ you review is what nodes get. No management cluster is needed.`,
 }
 
 func (o *renderOptions) run(out io.Writer) error {
-	in := os.Stdin
-	if o.file != "-" {
-		f, err := os.Open(o.file)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = f.Close() }()
-		in = f
+	in, err := openInput(o.file)
+	if err != nil {
+		return err
 	}
+	defer func() { _ = in.Close() }()
 	manifests, err := readManifests(in)
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.file, err)
@@ -91,6 +87,14 @@ func (o *renderOptions) run(out io.Writer) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// openInput opens file, or standard input for "-".
+func openInput(file string) (io.ReadCloser, error) {
+	if file == "-" {
+		return io.NopCloser(os.Stdin), nil
+	}
+	return os.Open(filepath.Clean(file))
 }
 
 // machineToRender is one node of the cluster.

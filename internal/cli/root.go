@@ -33,6 +33,6 @@ func NewRootCommand(out, errOut io.Writer) *cobra.Command {
 	}
 	root.SetOut(out)
 	root.SetErr(errOut)
-	root.AddCommand(newVersionCommand(), newRenderCommand(), newValidateCommand(), newSimCommand(), newLBCommand(), newUpCommand(), newStatusCommand(), newDownCommand(), newDashboardCommand())
+	root.AddCommand(newVersionCommand(), newRenderCommand(), newValidateCommand(), newSimCommand(), newLBCommand(), newUpCommand(), newStatusCommand(), newDownCommand(), newDashboardCommand(), newKubernetesClusterCommand())
 	return root
 }

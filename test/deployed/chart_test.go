@@ -56,6 +56,7 @@ var chartValues = map[string]string{
 	"TALON_DOCKER_RUNTIME":            "infrastructure.docker.runtime",
 	"TALON_DOCKER_UNPRIVILEGED_NODES": "infrastructure.docker.unprivilegedNodes",
 	"TALON_IMAGE_FACTORY_URL":         "bootstrap.imageFactoryURL",
+	"TALON_KUBERNETES_CLUSTER_CLASS":  "controlPlane.kubernetesClusterClass",
 	"TALON_BOOT_SERVER_IP":            "infrastructure.bootService.serverIP",
 	"TALON_BOOT_INTERFACE":            "infrastructure.bootService.interface",
 	"TALON_BOOT_HTTP_ADDRESS":         "infrastructure.bootService.httpAddress",
@@ -110,7 +111,7 @@ func TestChartMatchesKustomize(t *testing.T) {
 	variables := map[string]string{
 		"TALON_FEATURE_GATES": "AllAlpha=true", "TALON_LOG_LEVEL": "5", "TALON_DIAGNOSTICS_ADDRESS": ":9555",
 		"TALON_INSECURE_DIAGNOSTICS": "true", "TALON_DOCKER_RUNTIME": "podman", "TALON_DOCKER_UNPRIVILEGED_NODES": "true",
-		"TALON_IMAGE_FACTORY_URL": "http://factory.example:8080",
+		"TALON_IMAGE_FACTORY_URL": "http://factory.example:8080", "TALON_KUBERNETES_CLUSTER_CLASS": "capi-classes/talos-docker",
 	}
 	// The boot service's variables: only its component uses them, and the server address
 	// and interface have no default.

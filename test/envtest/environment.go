@@ -43,6 +43,7 @@ import (
 	controlplanev1alpha3 "github.com/talon-capi/talon/api/controlplane/v1alpha3"
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
+	vitiv1 "github.com/talon-capi/talon/api/vitistack/v1alpha1"
 )
 
 // Environment is a running management plane: etcd and kube-apiserver with Cluster API's and
@@ -72,6 +73,7 @@ func NewScheme() *runtime.Scheme {
 	utilruntime.Must(bootstrapv1alpha3.AddToScheme(scheme))
 	utilruntime.Must(controlplanev1alpha3.AddToScheme(scheme))
 	utilruntime.Must(infrav1.AddToScheme(scheme))
+	utilruntime.Must(vitiv1.AddToScheme(scheme))
 	return scheme
 }
 

@@ -125,11 +125,17 @@ func Kustomize(dir string) ([]byte, error) {
 }
 
 // TalonCRDs returns Talon's CRDs as the release manifests carry them, contract labels
-// included, by rendering each provider's config/<provider>/crd.
+// included, by rendering each provider's config/<provider>/crd, and the optional
+// KubernetesCluster API's config/kubernetescluster.
 func TalonCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	var crds []*apiextensionsv1.CustomResourceDefinition
+	dirs := make([]string, 0, len(Providers)+1)
+	dirs = append(dirs, filepath.Join("config", "kubernetescluster"))
 	for _, p := range Providers {
-		out, err := Kustomize(filepath.Join("config", p, "crd"))
+		dirs = append(dirs, filepath.Join("config", p, "crd"))
+	}
+	for _, dir := range dirs {
+		out, err := Kustomize(dir)
 		if err != nil {
 			return nil, err
 		}
@@ -139,7 +145,7 @@ func TalonCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 			if err := decoder.Decode(crd); errors.Is(err, io.EOF) {
 				break
 			} else if err != nil {
-				return nil, fmt.Errorf("failed to decode the CRDs of the %s provider: %w", p, err)
+				return nil, fmt.Errorf("failed to decode the CRDs of %s: %w", dir, err)
 			}
 			crds = append(crds, crd)
 		}

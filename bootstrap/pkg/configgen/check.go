@@ -48,7 +48,7 @@ func Check(spec bootstrapv1.TalosConfigSpec) error {
 	if err != nil {
 		return err
 	}
-	if err := checkSettings(spec); err != nil {
+	if err := CheckSettings(spec); err != nil {
 		return err
 	}
 	m := Machine{Spec: spec, Mode: modeAny}

@@ -196,8 +196,9 @@ func setIfAny(m map[string]any, key string, values map[string]string) {
 	}
 }
 
-// checkSettings checks the spec's settings as Talos checks them, with the spec's field names.
-func checkSettings(spec bootstrapv1.TalosConfigSpec) error {
+// CheckSettings checks the spec's typed settings (node labels and taints, registry mirrors)
+// as Talos checks them, naming the spec's fields; Check calls it.
+func CheckSettings(spec bootstrapv1.TalosConfigSpec) error {
 	var errs []error
 	if err := labels.Validate(spec.NodeLabels); err != nil {
 		errs = append(errs, fmt.Errorf("nodeLabels: %s", oneLine(err)))

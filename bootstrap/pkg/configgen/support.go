@@ -50,6 +50,11 @@ var SupportMatrix = []Support{
 	{config.TalosVersion1_14, talos114.MinimumKubernetesVersion, talos114.MaximumKubernetesVersion, talos114.MinimumHostUpgradeVersion},
 }
 
+// TestedKubernetes are the Kubernetes versions Talon's tests run nodes of (the
+// kube-apiservers of hack/tools/kubernetes*), one patch per minor, oldest first. A minor
+// alone, as a KubernetesCluster may name it ("1.36"), resolves to the one listed here.
+var TestedKubernetes = []string{"v1.35.4", "v1.36.3", "v1.37.2"}
+
 // supportOf returns the row of contract.
 func supportOf(contract *config.VersionContract) (Support, bool) {
 	for _, s := range SupportMatrix {

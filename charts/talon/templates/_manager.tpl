@@ -44,6 +44,9 @@ spec:
         {{- if eq .provider "bootstrap" }}
         - --image-factory-url={{ $v.imageFactoryURL }}
         {{- end }}
+        {{- if eq .provider "control-plane" }}
+        - --kubernetes-cluster-class={{ $v.kubernetesClusterClass }}
+        {{- end }}
         {{- if eq .provider "infrastructure" }}
         - --runtime={{ $v.docker.runtime }}
         - --docker-unprivileged-nodes={{ $v.docker.unprivilegedNodes }}

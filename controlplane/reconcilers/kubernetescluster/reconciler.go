@@ -1,0 +1,280 @@
+/*
+Copyright 2026 The Talon Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package kubernetescluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	vitiv1 "github.com/talon-capi/talon/api/vitistack/v1alpha1"
+	"github.com/talon-capi/talon/controlplane/pkg/kubernetescluster"
+	"github.com/talon-capi/talon/internal/record"
+)
+
+// Reasons a KubernetesCluster waits for a person, on its Ready condition.
+const (
+	// ReasonNoClusterClass: no ClusterClass is named, or the one named does not exist.
+	ReasonNoClusterClass = "ClusterClassNotFound"
+	// ReasonBadAnnotation: an annotation of the KubernetesCluster cannot be read.
+	ReasonBadAnnotation = "InvalidAnnotation"
+	// ReasonVersionUnresolved: the version names a minor the class has no patch of.
+	ReasonVersionUnresolved = "VersionUnresolved"
+	// ReasonClusterRefused: Cluster API refused the Cluster (its webhooks, the class's
+	// variable schemas).
+	ReasonClusterRefused = "ClusterRefused"
+	// ReasonClusterNameTaken: a Cluster of the KubernetesCluster's name exists and is not its.
+	ReasonClusterNameTaken = "ClusterNameTaken"
+)
+
+// manager names the controller in events and in status.state.lastUpdatedBy.
+const manager = "talon-control-plane-manager"
+
+// Reconciler builds each KubernetesCluster as a Cluster of a ClusterClass, follows its spec
+// and reports its state.
+type Reconciler struct {
+	Client client.Client
+	// Class is the ClusterClass of KubernetesClusters without the vitiv1.ClusterClassAnnotation
+	// ("name" in the KubernetesCluster's namespace, or "namespace/name").
+	Class string
+	// Events records Clusters created and deleted; optional.
+	Events events.EventRecorder
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// +kubebuilder:rbac:groups=vitistack.io,resources=kubernetesclusters;kubernetesclusters/status;kubernetesclusters/finalizers,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusterclasses;machinedeployments;machines,verbs=get;list;watch
+
+// SetupWithManager registers the controller with mgr.
+func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, options controller.Options) error {
+	if r.Client == nil {
+		return errors.New("kubernetescluster reconciler needs a Client")
+	}
+	byClusterName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		if name := o.GetLabels()[clusterv1.ClusterNameLabel]; name != "" {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+		}
+		return nil
+	})
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named("kubernetescluster").
+		// Its own status writes do not wake it: spec and annotation changes do.
+		For(&vitiv1.KubernetesCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Owns(&clusterv1.Cluster{}).
+		Watches(&clusterv1.MachineDeployment{}, byClusterName).
+		Watches(&clusterv1.Machine{}, byClusterName).
+		// A ClusterClass applied after the KubernetesClusters that wait for it.
+		Watches(&clusterv1.ClusterClass{}, handler.EnqueueRequestsFromMapFunc(r.waitingForClass), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WithOptions(options).
+		Complete(r)
+	if err != nil {
+		return fmt.Errorf("failed to set up the kubernetescluster controller: %w", err)
+	}
+	return nil
+}
+
+// waitingForClass returns the KubernetesClusters that wait for a person.
+func (r *Reconciler) waitingForClass(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := &vitiv1.KubernetesClusterList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		return nil
+	}
+	var requests []reconcile.Request
+	for _, kc := range list.Items {
+		if kc.Status.Phase == vitiv1.PhaseFailed {
+			requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&kc)})
+		}
+	}
+	return requests
+}
+
+func (r *Reconciler) now() metav1.Time {
+	if r.Now != nil {
+		return metav1.NewTime(r.Now())
+	}
+	return metav1.Now()
+}
+
+// Reconcile creates or updates the KubernetesCluster's Cluster, or deletes it with the
+// KubernetesCluster, and reports the cluster's state.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	kc := &vitiv1.KubernetesCluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, kc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	before := kc.DeepCopy()
+	if !kc.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.delete(ctx, kc, before)
+	}
+	// The finalizer is recorded before the Cluster exists, so that no Cluster outlives its
+	// KubernetesCluster.
+	if controllerutil.AddFinalizer(kc, vitiv1.Finalizer) {
+		if err := r.Client.Patch(ctx, kc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, err
+		}
+		before = kc.DeepCopy()
+	}
+	observed, reason, err := r.apply(ctx, kc)
+	switch {
+	case reason != "":
+		kubernetescluster.SetFailed(kc, reason, err.Error(), r.now(), manager)
+	case err != nil:
+		return ctrl.Result{}, err
+	default:
+		kubernetescluster.SetStatus(kc, observed, r.now(), manager)
+	}
+	return ctrl.Result{}, r.patchStatus(ctx, kc, before)
+}
+
+// apply makes the Cluster what the KubernetesCluster asks for and reads it back with its
+// MachineDeployments and Machines. A refusal a person must act on comes with its reason.
+func (r *Reconciler) apply(ctx context.Context, kc *vitiv1.KubernetesCluster) (kubernetescluster.Observed, string, error) {
+	classRef, err := kubernetescluster.Class(kc, r.Class)
+	if err != nil {
+		return kubernetescluster.Observed{}, ReasonNoClusterClass, err
+	}
+	variables, err := kubernetescluster.Variables(kc)
+	if err != nil {
+		return kubernetescluster.Observed{}, ReasonBadAnnotation, err
+	}
+	class := &clusterv1.ClusterClass{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: classRef.Namespace, Name: classRef.Name}, class); apierrors.IsNotFound(err) {
+		return kubernetescluster.Observed{}, ReasonNoClusterClass, fmt.Errorf(
+			"ClusterClass %s/%s does not exist: apply it (templates/clusterclass-talos-docker.yaml or clusterclass-talos-metal.yaml), or name another in the %s annotation",
+			classRef.Namespace, classRef.Name, vitiv1.ClusterClassAnnotation)
+	} else if err != nil {
+		return kubernetescluster.Observed{}, "", err
+	}
+	version, err := kubernetescluster.ResolveVersion(kc.Spec.Topology.Version, class.Spec.KubernetesVersions)
+	if err != nil {
+		return kubernetescluster.Observed{}, ReasonVersionUnresolved, err
+	}
+	in := kubernetescluster.Inputs{Class: classRef, Version: version, Variables: variables}
+
+	cluster := &clusterv1.Cluster{}
+	err = r.Client.Get(ctx, client.ObjectKeyFromObject(kc), cluster)
+	switch {
+	case apierrors.IsNotFound(err):
+		if cluster, err = kubernetescluster.Cluster(kc, in); err != nil {
+			return kubernetescluster.Observed{}, "", err
+		}
+		if err := controllerutil.SetControllerReference(kc, cluster, r.Client.Scheme()); err != nil {
+			return kubernetescluster.Observed{}, "", err
+		}
+		if err := r.Client.Create(ctx, cluster); err != nil {
+			return kubernetescluster.Observed{}, refusal(err), refused(cluster, err)
+		}
+		record.Event(r.Events, kc, corev1.EventTypeNormal, "ClusterCreated", "Create", "Created Cluster %s of ClusterClass %s/%s, Kubernetes %s", cluster.Name, classRef.Namespace, classRef.Name, version)
+	case err != nil:
+		return kubernetescluster.Observed{}, "", err
+	case !metav1.IsControlledBy(cluster, kc):
+		return kubernetescluster.Observed{}, ReasonClusterNameTaken, fmt.Errorf(
+			"a Cluster named %s exists in %s that this KubernetesCluster did not create; it is left alone: delete it, or give the KubernetesCluster another name", cluster.Name, cluster.Namespace)
+	case !cluster.DeletionTimestamp.IsZero():
+		// A Cluster deleted from under its KubernetesCluster is made again once it is gone.
+		return kubernetescluster.Observed{}, "", fmt.Errorf("cluster %s is being deleted; it is created again once gone", cluster.Name)
+	default:
+		old := cluster.DeepCopy()
+		if err := kubernetescluster.Update(cluster, kc, in); err != nil {
+			return kubernetescluster.Observed{}, "", err
+		}
+		if err := r.Client.Patch(ctx, cluster, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
+			return kubernetescluster.Observed{}, refusal(err), refused(cluster, err)
+		}
+	}
+
+	observed := kubernetescluster.Observed{Cluster: cluster, Version: version}
+	mds := &clusterv1.MachineDeploymentList{}
+	machines := &clusterv1.MachineList{}
+	inCluster := []client.ListOption{client.InNamespace(kc.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name}}
+	if err := r.Client.List(ctx, mds, inCluster...); err != nil {
+		return observed, "", err
+	}
+	if err := r.Client.List(ctx, machines, inCluster...); err != nil {
+		return observed, "", err
+	}
+	observed.MachineDeployments, observed.Machines = mds.Items, machines.Items
+	return observed, "", nil
+}
+
+// refusal is ReasonClusterRefused when the API server refused the Cluster for what it
+// holds, empty for errors worth a retry.
+func refusal(err error) string {
+	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) {
+		return ReasonClusterRefused
+	}
+	return ""
+}
+
+func refused(cluster *clusterv1.Cluster, err error) error {
+	if refusal(err) == "" {
+		return err
+	}
+	return fmt.Errorf("cluster API refused Cluster %s: %w; change the KubernetesCluster (or its ClusterClass) to fix it", cluster.Name, err)
+}
+
+// delete deletes the KubernetesCluster's Cluster, waits until it is gone (its Machines, and
+// so its nodes, go first), then lets the KubernetesCluster go.
+func (r *Reconciler) delete(ctx context.Context, kc, before *vitiv1.KubernetesCluster) error {
+	if !controllerutil.ContainsFinalizer(kc, vitiv1.Finalizer) {
+		return nil
+	}
+	cluster := &clusterv1.Cluster{}
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(kc), cluster)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err == nil && metav1.IsControlledBy(cluster, kc) {
+		if cluster.DeletionTimestamp.IsZero() {
+			if err := r.Client.Delete(ctx, cluster); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+			record.Event(r.Events, kc, corev1.EventTypeNormal, "ClusterDeleting", "Delete", "Deleting Cluster %s and its nodes", cluster.Name)
+		}
+		kubernetescluster.SetDeleting(kc, fmt.Sprintf("deleting Cluster %s and its nodes", cluster.Name), r.now(), manager)
+		return r.patchStatus(ctx, kc, before)
+	}
+	controllerutil.RemoveFinalizer(kc, vitiv1.Finalizer)
+	return r.Client.Patch(ctx, kc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+}
+
+// patchStatus writes the status when it changed.
+func (r *Reconciler) patchStatus(ctx context.Context, kc, before *vitiv1.KubernetesCluster) error {
+	if equality.Semantic.DeepEqual(before.Status, kc.Status) {
+		return nil
+	}
+	return client.IgnoreNotFound(r.Client.Status().Patch(ctx, kc, client.MergeFrom(before)))
+}
