@@ -159,6 +159,10 @@ func (p *Plane) prepareNode(ctx context.Context, pauseImage string) error {
 		p.unlockNode()
 		return err
 	}
+	if err := p.recoverKilledNode(ctx); err != nil {
+		p.unlockNode()
+		return err
+	}
 	if err := checkNoOtherNode(ctx); err != nil {
 		p.unlockNode()
 		return err
@@ -491,6 +495,44 @@ func takeNodeLock(ctx context.Context, log io.Writer) (*os.File, error) {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// recoverKilledNode records this plane as the holder of the node lock, and puts the host
+// back after the plane with a node that held it before when that plane never stopped and
+// none of its processes runs any more: it was killed, or its machine restarted. Its Pods'
+// containers, iptables chains, sysctls and mounts would otherwise refuse every later plane
+// with a node. A plane with a live process, such as one "talon up" left running, is left
+// alone (checkNoOtherNode then refuses to start beside it).
+func (p *Plane) recoverKilledNode(ctx context.Context) error {
+	lock := p.nodeLock
+	previous, err := io.ReadAll(io.NewSectionReader(lock, 0, 4096))
+	if err != nil {
+		return fmt.Errorf("failed to read %s: %w", nodeLockPath, err)
+	}
+	if err := lock.Truncate(0); err != nil {
+		return fmt.Errorf("failed to record this plane in %s: %w", nodeLockPath, err)
+	}
+	if _, err := lock.WriteAt([]byte(p.dir+"\n"), 0); err != nil {
+		return fmt.Errorf("failed to record this plane in %s: %w", nodeLockPath, err)
+	}
+	dir := strings.TrimSpace(string(previous))
+	if dir == "" || dir == p.dir {
+		return nil
+	}
+	old, err := Open(dir, p.log)
+	if err != nil || old.state.Node == nil || old.state.Node.Cleaned {
+		return nil //nolint:nilerr // no state left behind (removed, or never a node): nothing to put back
+	}
+	for _, proc := range old.state.Processes {
+		if proc.Alive() {
+			return nil
+		}
+	}
+	p.logf("The plane with a node in %s ended without stopping (killed?): putting the host back as it recorded it\n", dir)
+	if err := old.Stop(ctx); err != nil {
+		return fmt.Errorf("failed to put the host back after the plane with a node in %s, whose processes are gone: %w", dir, err)
+	}
+	return nil
 }
 
 // unlockNode lets the next plane with a node start.

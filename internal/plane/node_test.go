@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -108,9 +109,10 @@ func snapshotHost(ctx context.Context, g Gomega, dir string) hostState {
 // TestPlaneWithNode starts a plane with a node and shows that it is a real cluster: a
 // Deployment of a locally built image runs under its own service account, which lists
 // what its Role allows through the kubernetes Service and is refused the rest, reaches a
-// container on another Docker network, and has its log read through the kubelet. Removing
-// the plane puts the host back: sysctls, iptables chains, nftables tables, mounts, Pod
-// containers.
+// container on another Docker network, and has its log read through the kubelet. Then the
+// plane is killed (SIGKILL of every process it started), and the next plane with a node puts
+// the host back after it before it starts; removing that one leaves the host as it was
+// before the first: sysctls, iptables chains, nftables tables, mounts, Pod containers.
 func TestPlaneWithNode(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -225,14 +227,35 @@ func TestPlaneWithNode(t *testing.T) {
 	g.Expect(log).To(MatchRegexp(`list secrets via https://10\.96\.0\.1:443: 403 Forbidden .*system:serviceaccount:probe:probe`))
 	g.Expect(log).To(ContainSubstring("get " + probeURL + ": 200 OK probe"))
 
-	t.Log("Removing the plane removes its Pods and puts the host back as it was")
-	g.Expect(p.Remove(ctx)).To(Succeed())
-	removed = true
-	after := snapshotHost(ctx, g, dir)
-	g.Expect(after).To(Equal(before))
-	_, err = os.Stat(dir)
+	t.Log("The plane is killed: every process it started gets SIGKILL, as when its machine goes down")
+	for _, proc := range p.Processes() {
+		_ = syscall.Kill(proc.PID, syscall.SIGKILL)
+	}
+	g.Eventually(func() bool { return slices.ContainsFunc(p.Processes(), Process.Alive) }).WithTimeout(30 * time.Second).Should(BeFalse())
+	removed = true // nothing of it runs; the next plane puts the host back
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	g.Expect(snapshotHost(ctx, g, dir).Containers).NotTo(BeEmpty(), "the killed plane's Pods outlive it")
+
+	t.Log("The next plane with a node puts the host back after the killed one, then starts")
+	next := filepath.Join(t.TempDir(), "plane")
+	p2, err := Start(ctx, Options{Dir: next, BinDir: envtest.BinDir(), Node: true, PauseImage: pauseImage, Log: testLog{t}, nodeLock: lock})
+	g.Expect(err).NotTo(HaveOccurred())
+	removedNext := false
+	t.Cleanup(func() {
+		if !removedNext {
+			_ = p2.Remove(context.Background())
+		}
+	})
+	g.Expect(snapshotHost(ctx, g, dir).Mounts).To(BeEmpty(), "the killed plane's volumes are unmounted")
+
+	t.Log("Removing the plane removes its Pods and puts the host back as it was before the first")
+	g.Expect(p2.Remove(ctx)).To(Succeed())
+	removedNext = true
+	g.Expect(snapshotHost(ctx, g, dir)).To(Equal(before))
+	g.Expect(snapshotHost(ctx, g, next)).To(Equal(before))
+	_, err = os.Stat(next)
 	g.Expect(err).To(MatchError(os.ErrNotExist))
-	g.Expect(slices.ContainsFunc(p.Processes(), Process.Alive)).To(BeFalse())
+	g.Expect(slices.ContainsFunc(p2.Processes(), Process.Alive)).To(BeFalse())
 }
 
 // testLog writes a plane's steps to the test's log.
