@@ -20,8 +20,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 
 	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
@@ -203,27 +201,26 @@ func CheckSettings(spec bootstrapv1.TalosConfigSpec) error {
 	if err := labels.Validate(spec.NodeLabels); err != nil {
 		errs = append(errs, fmt.Errorf("nodeLabels: %s", oneLine(err)))
 	}
-	taints := map[string]string{}
+	taints := map[string]bool{}
 	for i, t := range spec.NodeTaints {
 		if err := labels.ValidateTaints(map[string]string{t.Key: taintValue(t)}); err != nil {
 			errs = append(errs, fmt.Errorf("nodeTaints[%d]: %s", i, oneLine(err)))
 		}
-		taints[t.Key] = t.Value
+		// Talos keeps one taint per key.
+		if taints[t.Key] {
+			errs = append(errs, fmt.Errorf("nodeTaints[%d]: the key %s is listed twice", i, t.Key))
+		}
+		taints[t.Key] = true
 	}
+	registries := map[string]bool{}
 	for i, m := range spec.RegistryMirrors {
 		if len(m.Endpoints) == 0 {
 			errs = append(errs, fmt.Errorf("registryMirrors[%d] (%s): at least one endpoint is needed", i, m.Registry))
 		}
-	}
-	if len(taints) != len(spec.NodeTaints) {
-		errs = append(errs, errors.New("nodeTaints: a key is listed twice"))
-	}
-	registries := map[string]bool{}
-	for _, m := range spec.RegistryMirrors {
+		if registries[m.Registry] {
+			errs = append(errs, fmt.Errorf("registryMirrors[%d]: the registry %s is listed twice", i, m.Registry))
+		}
 		registries[m.Registry] = true
-	}
-	if len(registries) != len(spec.RegistryMirrors) {
-		errs = append(errs, fmt.Errorf("registryMirrors: a registry is listed twice (%v)", slices.Sorted(maps.Keys(registries))))
 	}
 	return errors.Join(errs...)
 }

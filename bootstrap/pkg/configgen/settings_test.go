@@ -156,7 +156,9 @@ func TestCheckSettings(t *testing.T) {
 		{"taint key", bootstrapv1.TalosConfigSpec{NodeTaints: []bootstrapv1.NodeTaint{{Key: "-x", Effect: bootstrapv1.TaintEffectNoSchedule}}}, "nodeTaints[0]:"},
 		{"taint effect", bootstrapv1.TalosConfigSpec{NodeTaints: []bootstrapv1.NodeTaint{{Key: "x", Effect: "Sometimes"}}}, "nodeTaints[0]:"},
 		{"duplicate taint", bootstrapv1.TalosConfigSpec{NodeTaints: []bootstrapv1.NodeTaint{
-			{Key: "x", Effect: bootstrapv1.TaintEffectNoSchedule}, {Key: "x", Effect: bootstrapv1.TaintEffectNoExecute}}}, "listed twice"},
+			{Key: "x", Effect: bootstrapv1.TaintEffectNoSchedule}, {Key: "x", Effect: bootstrapv1.TaintEffectNoExecute}}}, "nodeTaints[1]: the key x is listed twice"},
+		{"duplicate mirror", bootstrapv1.TalosConfigSpec{RegistryMirrors: []bootstrapv1.RegistryMirror{
+			{Registry: "docker.io", Endpoints: []string{"https://a"}}, {Registry: "docker.io", Endpoints: []string{"https://b"}}}}, "registryMirrors[1]: the registry docker.io is listed twice"},
 		{"mirror without endpoint", bootstrapv1.TalosConfigSpec{RegistryMirrors: []bootstrapv1.RegistryMirror{{Registry: "docker.io"}}}, "registryMirrors[0] (docker.io)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
