@@ -25,6 +25,7 @@ import (
 
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -142,10 +143,21 @@ func TestKubernetesCluster(t *testing.T) {
 	other := &clusterv1.Cluster{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "taken"}, other)).To(Succeed())
 	g.Expect(other.Spec.Topology.IsDefined()).To(BeFalse(), "the other Cluster is not rewritten")
+	t.Log("Once the other Cluster is deleted, the KubernetesCluster makes its own")
+	unpause := client.MergeFrom(other.DeepCopy())
+	other.Spec.Paused = ptr.To(false) // Cluster API removes a paused Cluster's finalizer only once it is not paused
+	g.Expect(c.Patch(ctx, other, unpause)).To(Succeed())
+	g.Expect(c.Delete(ctx, other)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(taken), taken)).To(Succeed())
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "taken"}, other)).To(Succeed(), "the KubernetesCluster says: %s", taken.Status.Message)
+		g.Expect(metav1.IsControlledBy(other, taken)).To(BeTrue())
+	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 	g.Expect(c.Delete(ctx, taken)).To(Succeed())
-	g.Eventually(func() bool { return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(taken), taken)) }).
-		WithTimeout(30*time.Second).Should(BeTrue(), "a KubernetesCluster whose Cluster is not its own is deleted without deleting it")
-	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "taken"}, other)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(taken), taken)) &&
+			apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "taken"}, other))
+	}).WithTimeout(time.Minute).Should(BeTrue(), "the KubernetesCluster and its Cluster are deleted")
 
 	t.Log("One control-plane node and two worker pools, Kubernetes 1.36")
 	kc := newKC("prod", "1.36", pools)
@@ -182,6 +194,17 @@ func TestKubernetesCluster(t *testing.T) {
 		}
 	}
 
+	t.Log("The class's defaults are the Cluster's own: a class re-applied with another default does not change it")
+	g.Expect(cluster.Spec.Topology.Variables).To(ContainElement(HaveField("Name", "cni")), "Cluster API stored the class's default")
+	class := &clusterv1.ClusterClass{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "talos-docker"}, class)).To(Succeed())
+	for i, v := range class.Spec.Variables {
+		if v.Name == "cni" {
+			class.Spec.Variables[i].Schema.OpenAPIV3Schema.Default = &apiextensionsv1.JSON{Raw: []byte(`"none"`)}
+		}
+	}
+	g.Expect(c.Update(ctx, class)).To(Succeed())
+
 	t.Log("Scaling a pool")
 	update := func(change func(*vitiv1.KubernetesCluster)) error {
 		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(kc), kc)).To(Succeed())
@@ -193,6 +216,12 @@ func TestKubernetesCluster(t *testing.T) {
 	start = time.Now()
 	waitRunning(t, c, kc, "v1.36.3", map[string]int32{"": 1, "general": 2, "gpu": 1})
 	t.Logf("Scaled in %s", time.Since(start).Round(time.Second))
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(kc), cluster)).To(Succeed())
+	for _, v := range cluster.Spec.Topology.Variables {
+		if v.Name == "cni" {
+			g.Expect(string(v.Value.Raw)).To(Equal(`"flannel"`), "the Cluster keeps the default it was made with")
+		}
+	}
 
 	t.Log("A downgrade is refused; the next minor flows through")
 	err = update(func(kc *vitiv1.KubernetesCluster) { kc.Spec.Topology.Version = "1.35" })

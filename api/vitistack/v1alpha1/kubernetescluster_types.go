@@ -29,6 +29,11 @@ const ClusterClassAnnotation = "talon.dev/cluster-class"
 // Cluster, as a JSON object of variable names to values ({"dockerSubnet": "127.0.80.0/24"}).
 const VariablesAnnotation = "talon.dev/cluster-variables"
 
+// ManagedVariablesAnnotation on the Cluster made for a KubernetesCluster names the topology
+// variables the KubernetesCluster set (VariablesAnnotation), comma-separated; the others,
+// such as the class's defaults, are left as they are.
+const ManagedVariablesAnnotation = "vitistack.io/managed-variables"
+
 // KubernetesClusterLabel is on the Cluster made for a KubernetesCluster, naming it.
 const KubernetesClusterLabel = "vitistack.io/kubernetescluster"
 
@@ -55,7 +60,6 @@ const (
 const (
 	StatusOK      = "ok"
 	StatusWorking = "working"
-	StatusError   = "error"
 )
 
 // KubernetesCluster is a whole Kubernetes cluster declared as one object: its identity, its
@@ -317,8 +321,8 @@ type ClusterState struct {
 	// cluster are the control plane's and each pool's nodes.
 	// +optional
 	Cluster ClusterDetails `json:"cluster,omitempty,omitzero"`
-	// versions are what the cluster runs: kubernetes (the control plane's version, once
-	// every control-plane node runs it) and the Cluster API Cluster's name and class.
+	// versions are what the cluster runs: kubernetes, the version every control-plane node
+	// runs (absent while they run different versions).
 	// +optional
 	// +listType=atomic
 	Versions []Version `json:"versions,omitempty"`
@@ -350,7 +354,7 @@ type NodeGroupStatus struct {
 	// name is the pool's name; empty for the control plane.
 	// +optional
 	Name string `json:"name,omitempty"`
-	// status is ok (every node ready and up to date), working or error.
+	// status is ok (every node ready and up to date) or working.
 	// +optional
 	Status string `json:"status,omitempty"`
 	// message says what the group waits for.

@@ -103,8 +103,10 @@ func Check(kc *vitiv1.KubernetesCluster, old string) field.ErrorList {
 	if _, err := Variables(kc); err != nil {
 		errs = append(errs, field.Invalid(field.NewPath("metadata", "annotations").Key(vitiv1.VariablesAnnotation), kc.Annotations[vitiv1.VariablesAnnotation], err.Error()))
 	}
-	if _, err := Class(kc, "-"); err != nil {
-		errs = append(errs, field.Invalid(field.NewPath("metadata", "annotations").Key(vitiv1.ClusterClassAnnotation), kc.Annotations[vitiv1.ClusterClassAnnotation], err.Error()))
+	if a := kc.Annotations[vitiv1.ClusterClassAnnotation]; a != "" {
+		if _, err := Class(kc, ""); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("metadata", "annotations").Key(vitiv1.ClusterClassAnnotation), a, err.Error()))
+		}
 	}
 	return errs
 }
@@ -169,7 +171,7 @@ func Update(c *clusterv1.Cluster, kc *vitiv1.KubernetesCluster, in Inputs) error
 	t := &c.Spec.Topology
 	t.ClassRef = in.Class
 	t.Version = in.Version
-	t.Variables = in.Variables
+	setVariables(c, in.Variables)
 	cp := kc.Spec.Topology.ControlPlane
 	t.ControlPlane.Replicas = ptr.To(cp.Replicas)
 	t.ControlPlane.Metadata = clusterv1.ObjectMeta{Labels: cp.Metadata.Labels, Annotations: cp.Metadata.Annotations}
@@ -203,8 +205,49 @@ func Update(c *clusterv1.Cluster, kc *vitiv1.KubernetesCluster, in Inputs) error
 		}
 		mds = append(mds, md)
 	}
+	if len(mds) == 0 {
+		mds = nil // a control plane alone: Cluster API refuses an empty workers object
+	}
 	t.Workers.MachineDeployments = mds
 	return nil
+}
+
+// setVariables sets the topology variables the KubernetesCluster asks for and drops those
+// it asked for before and no longer does, named in the Cluster's
+// vitiv1.ManagedVariablesAnnotation. The others stay: Cluster API's webhook stores the class's
+// defaults there when the Cluster is made, and a class re-applied with new defaults must not
+// change a running cluster.
+func setVariables(c *clusterv1.Cluster, wanted []clusterv1.ClusterVariable) {
+	managed := strings.Split(c.Annotations[vitiv1.ManagedVariablesAnnotation], ",")
+	byName := map[string]clusterv1.ClusterVariable{}
+	names := make([]string, 0, len(wanted))
+	for _, v := range wanted {
+		byName[v.Name] = v
+		names = append(names, v.Name)
+	}
+	var vars []clusterv1.ClusterVariable
+	for _, v := range c.Spec.Topology.Variables {
+		if w, ok := byName[v.Name]; ok {
+			vars = append(vars, w)
+			delete(byName, v.Name)
+		} else if !slices.Contains(managed, v.Name) {
+			vars = append(vars, v)
+		}
+	}
+	for _, name := range names {
+		if v, ok := byName[name]; ok {
+			vars = append(vars, v)
+		}
+	}
+	c.Spec.Topology.Variables = vars
+	if len(names) == 0 {
+		delete(c.Annotations, vitiv1.ManagedVariablesAnnotation)
+		return
+	}
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[vitiv1.ManagedVariablesAnnotation] = strings.Join(names, ",")
 }
 
 // overrides are the class variables nodeLabels and nodeTaints of a node group, for those it

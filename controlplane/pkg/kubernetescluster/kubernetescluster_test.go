@@ -20,6 +20,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -109,3 +110,23 @@ func TestSetStatus(t *testing.T) {
 }
 
 const time1 = 60 * 1e9 // a minute
+
+// TestSetVariables: the variables a KubernetesCluster asks for replace theirs, those it asked
+// for before and no longer does go, and the others (the class's stored defaults) stay.
+func TestSetVariables(t *testing.T) {
+	g := NewWithT(t)
+	v := func(name, value string) clusterv1.ClusterVariable {
+		return clusterv1.ClusterVariable{Name: name, Value: apiextensionsv1.JSON{Raw: []byte(value)}}
+	}
+	c := &clusterv1.Cluster{}
+	c.Spec.Topology.Variables = []clusterv1.ClusterVariable{v("cni", `"flannel"`), v("talosImage", `"a"`)}
+	setVariables(c, []clusterv1.ClusterVariable{v("dockerSubnet", `"127.0.9.0/24"`), v("cni", `"none"`)})
+	g.Expect(c.Spec.Topology.Variables).To(Equal([]clusterv1.ClusterVariable{v("cni", `"none"`), v("talosImage", `"a"`), v("dockerSubnet", `"127.0.9.0/24"`)}))
+	g.Expect(c.Annotations).To(HaveKeyWithValue(vitiv1.ManagedVariablesAnnotation, "dockerSubnet,cni"))
+
+	setVariables(c, []clusterv1.ClusterVariable{v("cni", `"none"`)})
+	g.Expect(c.Spec.Topology.Variables).To(Equal([]clusterv1.ClusterVariable{v("cni", `"none"`), v("talosImage", `"a"`)}), "dockerSubnet is no longer asked for")
+	setVariables(c, nil)
+	g.Expect(c.Spec.Topology.Variables).To(Equal([]clusterv1.ClusterVariable{v("talosImage", `"a"`)}))
+	g.Expect(c.Annotations).NotTo(HaveKey(vitiv1.ManagedVariablesAnnotation))
+}

@@ -84,7 +84,7 @@ func SetStatus(kc *vitiv1.KubernetesCluster, o Observed, now metav1.Time, who st
 		}
 	}
 	if running != o.Version {
-		waiting = append(waiting, fmt.Sprintf("the control plane runs %s, not yet %s", cmp.Or(running, "no version"), o.Version))
+		waiting = append(waiting, fmt.Sprintf("the control plane runs %s, not yet %s", cmp.Or(running, "mixed versions"), o.Version))
 	}
 	if !meta.IsStatusConditionTrue(o.Cluster.Status.Conditions, clusterv1.AvailableCondition) {
 		waiting = append(waiting, "Cluster "+o.Cluster.Name+" is not Available yet (kubectl describe cluster "+o.Cluster.Name+")")
@@ -93,7 +93,10 @@ func SetStatus(kc *vitiv1.KubernetesCluster, o Observed, now metav1.Time, who st
 	phase, reason, message := vitiv1.PhaseRunning, ReasonRunning, fmt.Sprintf("Kubernetes %s on %d control-plane and %d worker nodes", o.Version, cp.Scale, workers(pools))
 	if len(waiting) > 0 {
 		phase, reason = vitiv1.PhaseProvisioning, ReasonProvisioning
-		if s.Phase == vitiv1.PhaseRunning || s.Phase == vitiv1.PhaseUpdating {
+		// A cluster that ran, or failed after its control plane came up, is updating.
+		wasBuilt := s.Phase == vitiv1.PhaseRunning || s.Phase == vitiv1.PhaseUpdating ||
+			s.Phase == vitiv1.PhaseFailed && meta.IsStatusConditionTrue(o.Cluster.Status.Conditions, clusterv1.ClusterControlPlaneInitializedCondition)
+		if wasBuilt {
 			phase, reason = vitiv1.PhaseUpdating, ReasonUpdating
 		}
 		message = strings.Join(waiting, "; ")

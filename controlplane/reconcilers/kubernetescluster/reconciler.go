@@ -93,7 +93,11 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, optio
 		Named("kubernetescluster").
 		// Its own status writes do not wake it: spec and annotation changes do.
 		For(&vitiv1.KubernetesCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Owns(&clusterv1.Cluster{}).
+		// Its own Cluster, and one of its name it did not make (deleting that one lets it
+		// build its own).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
+		})).
 		Watches(&clusterv1.MachineDeployment{}, byClusterName).
 		Watches(&clusterv1.Machine{}, byClusterName).
 		// A ClusterClass applied after the KubernetesClusters that wait for it.
@@ -211,8 +215,10 @@ func (r *Reconciler) apply(ctx context.Context, kc *vitiv1.KubernetesCluster) (k
 		if err := kubernetescluster.Update(cluster, kc, in); err != nil {
 			return kubernetescluster.Observed{}, "", err
 		}
-		if err := r.Client.Patch(ctx, cluster, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
-			return kubernetescluster.Observed{}, refusal(err), refused(cluster, err)
+		if !equality.Semantic.DeepEqual(old, cluster) {
+			if err := r.Client.Patch(ctx, cluster, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
+				return kubernetescluster.Observed{}, refusal(err), refused(cluster, err)
+			}
 		}
 	}
 
