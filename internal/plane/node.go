@@ -209,7 +209,10 @@ func (p *Plane) prepareNode(ctx context.Context, pauseImage string) error {
 		return err
 	}
 	p.state.Node = node
-	return p.save()
+	if err := p.save(); err != nil {
+		return err
+	}
+	return p.recordNodeOwner()
 }
 
 // outboundAddress is the address this machine sends from on its default route: Pods on
@@ -497,26 +500,20 @@ func takeNodeLock(ctx context.Context, log io.Writer) (*os.File, error) {
 	}
 }
 
-// recoverKilledNode records this plane as the holder of the node lock, and puts the host
-// back after the plane with a node that held it before when that plane never stopped and
-// none of its processes runs any more: it was killed, or its machine restarted. Its Pods'
-// containers, iptables chains, sysctls and mounts would otherwise refuse every later plane
-// with a node. A plane with a live process, such as one "talon up" left running, is left
-// alone (checkNoOtherNode then refuses to start beside it).
+// recoverKilledNode puts the host back after the plane with a node that held the node lock
+// before (recordNodeOwner) when that plane never stopped and none of its processes runs any
+// more: they were all killed, or the machine restarted. Its Pods' containers, iptables
+// chains and mounts would otherwise refuse every later plane with a node. A plane with a
+// live process, such as one "talon up" left running, is left alone (checkNoOtherNode then
+// refuses to start beside it), and so is one recorded from another PID namespace, whose
+// processes this one cannot see.
 func (p *Plane) recoverKilledNode(ctx context.Context) error {
-	lock := p.nodeLock
-	previous, err := io.ReadAll(io.NewSectionReader(lock, 0, 4096))
+	record, err := io.ReadAll(io.NewSectionReader(p.nodeLock, 0, 4096))
 	if err != nil {
 		return fmt.Errorf("failed to read %s: %w", nodeLockPath, err)
 	}
-	if err := lock.Truncate(0); err != nil {
-		return fmt.Errorf("failed to record this plane in %s: %w", nodeLockPath, err)
-	}
-	if _, err := lock.WriteAt([]byte(p.dir+"\n"), 0); err != nil {
-		return fmt.Errorf("failed to record this plane in %s: %w", nodeLockPath, err)
-	}
-	dir := strings.TrimSpace(string(previous))
-	if dir == "" || dir == p.dir {
+	dir, pidNamespace, _ := strings.Cut(strings.TrimSpace(string(record)), "\n")
+	if dir == "" || dir == p.dir || pidNamespace != ownPIDNamespace() {
 		return nil
 	}
 	old, err := Open(dir, p.log)
@@ -533,6 +530,25 @@ func (p *Plane) recoverKilledNode(ctx context.Context) error {
 		return fmt.Errorf("failed to put the host back after the plane with a node in %s, whose processes are gone: %w", dir, err)
 	}
 	return nil
+}
+
+// recordNodeOwner writes into the node lock this plane's directory and PID namespace, once
+// its node state is saved, for recoverKilledNode of the next plane: until then the lock
+// keeps naming the plane before, whose state is still to be put back.
+func (p *Plane) recordNodeOwner() error {
+	if err := p.nodeLock.Truncate(0); err != nil {
+		return fmt.Errorf("failed to record this plane in %s: %w", nodeLockPath, err)
+	}
+	if _, err := p.nodeLock.WriteAt([]byte(p.dir+"\n"+ownPIDNamespace()+"\n"), 0); err != nil {
+		return fmt.Errorf("failed to record this plane in %s: %w", nodeLockPath, err)
+	}
+	return nil
+}
+
+// ownPIDNamespace names this process's PID namespace (pid:[inode]); empty if unknown.
+func ownPIDNamespace() string {
+	ns, _ := os.Readlink("/proc/self/ns/pid")
+	return ns
 }
 
 // unlockNode lets the next plane with a node start.

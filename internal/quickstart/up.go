@@ -483,11 +483,39 @@ func createCluster(ctx context.Context, c client.Client, opts Options, rec *Reco
 		}
 	}
 	for i := range objs {
-		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&objs[i]), client.FieldOwner("talon-up"), client.ForceOwnership); err != nil {
+		if err := applyWhenWebhooksAnswer(ctx, c, &objs[i], opts.Out); err != nil {
 			return fmt.Errorf("failed to create %s %s: %w", objs[i].GetKind(), objs[i].GetName(), err)
 		}
 	}
 	return nil
+}
+
+// webhookWait bounds how long applyWhenWebhooksAnswer waits for the providers' webhooks.
+const webhookWait = 2 * time.Minute
+
+// applyWhenWebhooksAnswer applies obj, trying again while the API server cannot reach a
+// webhook (an internal error or a timeout): the providers' Pods were just installed, and one
+// restarted by a rollout, or slow on a busy machine, answers a little later. A refusal of
+// the object itself is returned at once.
+func applyWhenWebhooksAnswer(ctx context.Context, c client.Client, obj *unstructured.Unstructured, out io.Writer) error {
+	deadline := time.Now().Add(webhookWait)
+	said := false
+	for {
+		err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner("talon-up"), client.ForceOwnership)
+		transient := apierrors.IsInternalError(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsServiceUnavailable(err)
+		if !transient || time.Now().After(deadline) {
+			return err
+		}
+		if !said {
+			sayf(out, "Waiting for the providers' webhooks to answer (%v)\n", err)
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
 }
 
 // watch shows the cluster's tree until it is ready, writing its files as they appear.
