@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,6 +57,11 @@ const (
 	ReasonClusterRefused = "ClusterRefused"
 	// ReasonClusterNameTaken: a Cluster of the KubernetesCluster's name exists and is not its.
 	ReasonClusterNameTaken = "ClusterNameTaken"
+	// ReasonClusterForbidden: the API server forbade the control-plane manager to write the
+	// Cluster for something other than what it holds (its RBAC, a quota, a namespace being
+	// deleted). Nothing in the KubernetesCluster fixes it, and nothing the controller watches
+	// changes when it is fixed, so the write is retried with backoff meanwhile.
+	ReasonClusterForbidden = "ClusterForbidden"
 )
 
 // manager names the controller in events and in status.state.lastUpdatedBy.
@@ -153,6 +159,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	observed, reason, err := r.apply(ctx, kc)
 	switch {
+	case reason == ReasonClusterForbidden:
+		kubernetescluster.SetFailed(kc, reason, err.Error(), r.now(), manager)
+		if patchErr := r.patchStatus(ctx, kc, before); patchErr != nil {
+			return ctrl.Result{}, patchErr
+		}
+		return ctrl.Result{}, err
 	case reason != "":
 		kubernetescluster.SetFailed(kc, reason, err.Error(), r.now(), manager)
 	case err != nil:
@@ -236,20 +248,34 @@ func (r *Reconciler) apply(ctx context.Context, kc *vitiv1.KubernetesCluster) (k
 	return observed, "", nil
 }
 
-// refusal is ReasonClusterRefused when the API server refused the Cluster for what it
-// holds, empty for errors worth a retry.
+// refusal is why the API server refused to take the Cluster: ReasonClusterRefused for what
+// it holds (a validation, a webhook's or an admission policy's denial), ReasonClusterForbidden
+// for what the manager may do (RBAC, quotas); empty for errors worth a retry alone.
 func refusal(err error) string {
-	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) {
+	switch {
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
 		return ReasonClusterRefused
+	case apierrors.IsForbidden(err):
+		// The API server words a webhook's denial `admission webhook "<name>" denied the
+		// request: ...` and an admission policy's `... denied request: ...`; both answer 403
+		// unless they say otherwise, like an RBAC refusal.
+		if msg := err.Error(); strings.Contains(msg, "denied the request") || strings.Contains(msg, "denied request") {
+			return ReasonClusterRefused
+		}
+		return ReasonClusterForbidden
 	}
 	return ""
 }
 
+// refused is err with what a person can do about it.
 func refused(cluster *clusterv1.Cluster, err error) error {
-	if refusal(err) == "" {
-		return err
+	switch refusal(err) {
+	case ReasonClusterRefused:
+		return fmt.Errorf("cluster API refused Cluster %s: %w; change the KubernetesCluster (or its ClusterClass) to fix it", cluster.Name, err)
+	case ReasonClusterForbidden:
+		return fmt.Errorf("the control-plane manager may not write Cluster %s: %w; check its RBAC (re-apply the control-plane provider's components) and the namespace's quotas: it retries meanwhile", cluster.Name, err)
 	}
-	return fmt.Errorf("cluster API refused Cluster %s: %w; change the KubernetesCluster (or its ClusterClass) to fix it", cluster.Name, err)
+	return err
 }
 
 // delete deletes the KubernetesCluster's Cluster, waits until it is gone (its Machines, and
