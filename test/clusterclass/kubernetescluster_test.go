@@ -19,7 +19,6 @@ package clusterclass_test
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"testing"
 	"time"
 
@@ -45,6 +44,7 @@ import (
 	"github.com/talon-capi/talon/infrastructure/docker/runtime"
 	infrasetup "github.com/talon-capi/talon/infrastructure/setup"
 	"github.com/talon-capi/talon/internal/manager"
+	"github.com/talon-capi/talon/test/clusters"
 	"github.com/talon-capi/talon/test/envtest"
 )
 
@@ -166,7 +166,7 @@ func TestKubernetesCluster(t *testing.T) {
 	kc.Annotations = map[string]string{vitiv1.VariablesAnnotation: string(variables)}
 	start := time.Now()
 	g.Expect(c.Create(ctx, kc)).To(Succeed())
-	waitRunning(t, c, kc, "v1.36.3", map[string]int32{"": 1, "general": 1, "gpu": 1})
+	clusters.WaitKubernetesClusterRunning(t, c, kc, "v1.36.3", map[string]int32{"": 1, "general": 1, "gpu": 1})
 	t.Logf("Running %s after the KubernetesCluster was applied", time.Since(start).Round(time.Second))
 	g.Expect(kc.Status.State.Endpoints).To(ConsistOf(HaveField("Name", "kubernetes")))
 	g.Expect(kc.Status.State.Endpoints[0].Address).To(HavePrefix("https://127.0.91."), "the class's dockerSubnet came from the annotation")
@@ -214,7 +214,7 @@ func TestKubernetesCluster(t *testing.T) {
 	}
 	g.Expect(update(func(kc *vitiv1.KubernetesCluster) { kc.Spec.Topology.Workers.NodePools[0].Replicas = 2 })).To(Succeed())
 	start = time.Now()
-	waitRunning(t, c, kc, "v1.36.3", map[string]int32{"": 1, "general": 2, "gpu": 1})
+	clusters.WaitKubernetesClusterRunning(t, c, kc, "v1.36.3", map[string]int32{"": 1, "general": 2, "gpu": 1})
 	t.Logf("Scaled in %s", time.Since(start).Round(time.Second))
 	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(kc), cluster)).To(Succeed())
 	for _, v := range cluster.Spec.Topology.Variables {
@@ -229,7 +229,7 @@ func TestKubernetesCluster(t *testing.T) {
 	g.Expect(err.Error()).To(ContainSubstring("cannot downgrade Kubernetes from 1.36 to 1.35"))
 	g.Expect(update(func(kc *vitiv1.KubernetesCluster) { kc.Spec.Topology.Version = "1.37" })).To(Succeed())
 	start = time.Now()
-	waitRunning(t, c, kc, "v1.37.2", map[string]int32{"": 1, "general": 2, "gpu": 1})
+	clusters.WaitKubernetesClusterRunning(t, c, kc, "v1.37.2", map[string]int32{"": 1, "general": 2, "gpu": 1})
 	t.Logf("Upgraded to v1.37.2 in %s", time.Since(start).Round(time.Second))
 	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(kc), cluster)).To(Succeed())
 	g.Expect(cluster.Spec.Topology.Version).To(Equal("v1.37.2"))
@@ -245,31 +245,4 @@ func TestKubernetesCluster(t *testing.T) {
 		g.Expect(machines.Items).To(BeEmpty())
 	}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	g.Expect(rt.LightClusters()).To(BeZero(), "no node of the cluster is left")
-}
-
-// waitRunning waits for the KubernetesCluster to be Running at version with the ready nodes
-// of scales (by pool name; "" is the control plane), and checks its status says so.
-func waitRunning(t *testing.T, c client.Client, kc *vitiv1.KubernetesCluster, version string, scales map[string]int32) {
-	t.Helper()
-	var last string
-	NewWithT(t).Eventually(func(g Gomega) {
-		g.Expect(c.Get(t.Context(), client.ObjectKeyFromObject(kc), kc)).To(Succeed())
-		last = kc.Status.Phase + ": " + kc.Status.Message
-		g.Expect(kc.Status.ObservedGeneration).To(Equal(kc.Generation))
-		g.Expect(kc.Status.Phase).To(Equal(vitiv1.PhaseRunning))
-		g.Expect(meta.IsStatusConditionTrue(kc.Status.Conditions, vitiv1.ReadyCondition)).To(BeTrue())
-		g.Expect(kc.Status.State.Versions).To(Equal([]vitiv1.Version{{Name: "kubernetes", Version: version}}))
-		state := kc.Status.State.Cluster
-		g.Expect(state.ControlPlane.Scale).To(Equal(scales[""]))
-		g.Expect(state.ControlPlane.Nodes).To(HaveLen(int(scales[""])))
-		g.Expect(state.NodePools).To(HaveLen(len(scales) - 1))
-		for _, p := range state.NodePools {
-			g.Expect(p.Status).To(Equal(vitiv1.StatusOK), "pool %s", p.Name)
-			g.Expect(p.Scale).To(Equal(scales[p.Name]), "pool %s", p.Name)
-			g.Expect(p.Nodes).To(HaveLen(int(scales[p.Name])), "pool %s", p.Name)
-		}
-	}).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(Succeed(), func() string { return "last status: " + last })
-	if !strings.Contains(kc.Status.Message, version) {
-		t.Errorf("the Running message does not name %s: %q", version, kc.Status.Message)
-	}
 }

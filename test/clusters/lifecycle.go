@@ -62,17 +62,24 @@ func ApplyObjects(ctx context.Context, g Gomega, c client.Client, objs []unstruc
 	}
 }
 
-// CreateClassCluster applies the ClusterClass talos-docker of classFile
-// (templates/clusterclass-talos-docker.yaml) into a new namespace ns and makes a 1 + 1
-// cluster of it at OldVersion with simulator containers of image, returning once both
-// Machines run with Ready Nodes.
-func CreateClassCluster(ctx context.Context, g Gomega, logf Logf, c client.Client, bin, classFile, ns, name, image string) {
+// ApplyClass makes the namespace ns and applies the ClusterClass of classFile
+// (templates/clusterclass-talos-docker.yaml) and its templates into it, as clusterctl
+// generate yaml renders them.
+func ApplyClass(ctx context.Context, g Gomega, c client.Client, bin, classFile, ns string) {
 	g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 	class, err := plane.RunClusterctl(ctx, bin, "", []string{"NAMESPACE=" + ns}, nil, "generate", "yaml", "--from", classFile)
 	g.Expect(err).NotTo(HaveOccurred())
 	objs, err := utilyaml.ToUnstructured(class)
 	g.Expect(err).NotTo(HaveOccurred())
 	ApplyObjects(ctx, g, c, objs, "talon-test")
+}
+
+// CreateClassCluster applies the ClusterClass talos-docker of classFile
+// (templates/clusterclass-talos-docker.yaml) into a new namespace ns and makes a 1 + 1
+// cluster of it at OldVersion with simulator containers of image, returning once both
+// Machines run with Ready Nodes.
+func CreateClassCluster(ctx context.Context, g Gomega, logf Logf, c client.Client, bin, classFile, ns, name, image string) {
+	ApplyClass(ctx, g, c, bin, classFile, ns)
 	raw, err := json.Marshal(image)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(c.Create(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: clusterv1.ClusterSpec{

@@ -141,8 +141,9 @@ func (s *suite) client(kubeconfig string) client.Client {
 // workers, Kubernetes patch releases in place (control plane and workers, through Cluster
 // API's hooks) and by replacement with the core manager's in-place gates off, a
 // ClusterClass cluster upgraded through its topology, clusterctl move of a running cluster
-// to a second management plane (managers as processes), deletion, and talon down. No
-// manager may have been refused anything by RBAC, nor restarted.
+// to a second management plane (managers as processes), deletion, a KubernetesCluster
+// (the optional API installed as docs/kubernetescluster.md says) built and deleted, and
+// talon down. No manager may have been refused anything by RBAC, nor restarted.
 func TestEndToEnd(t *testing.T) {
 	s := newDockerSuite(t)
 	s.pauseImage = clusters.PodsPrerequisites(t)
@@ -156,7 +157,7 @@ func TestEndToEnd(t *testing.T) {
 				t.Errorf("Failed to remove the management cluster: %v", err)
 			}
 		}
-		for _, name := range []string{"e2e", "e2e-class"} {
+		for _, name := range []string{"e2e", "e2e-class", "e2e-kc"} {
 			dockertest.RemoveLabelled(t, map[string]string{dockerruntime.LabelCluster: name})
 		}
 	})
@@ -167,6 +168,7 @@ func TestEndToEnd(t *testing.T) {
 	s.expectMetricsAndEvents(mgmt)
 	s.topologyUpgrade(mgmt)
 	s.move(mgmt)
+	s.kubernetesCluster(mgmt)
 	p, err := plane.Open(filepath.Join(s.out, quickstart.PlaneDirName), nil)
 	s.g.Expect(err).NotTo(HaveOccurred())
 	clusters.ExpectNoRefusals(t, p)

@@ -18,6 +18,7 @@ package kubernetescluster
 
 import (
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -79,7 +80,7 @@ func TestSetStatus(t *testing.T) {
 	machine := clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{clusterv1.MachineDeploymentNameLabel: "c-a-x"}}}
 	machine.Status.NodeRef = clusterv1.MachineNodeReference{Name: "node-a"}
 	o := Observed{Cluster: cluster, MachineDeployments: []clusterv1.MachineDeployment{md}, Machines: []clusterv1.Machine{machine}, Version: "v1.36.3"}
-	t1 := metav1.NewTime(metav1.Now().Add(-time1))
+	t1 := metav1.NewTime(metav1.Now().Add(-time.Minute))
 
 	SetStatus(kc, o, t1, "test")
 	g.Expect(kc.Status.Phase).To(Equal(vitiv1.PhaseProvisioning))
@@ -99,7 +100,7 @@ func TestSetStatus(t *testing.T) {
 	g.Expect(kc.Status.State.Versions).To(Equal([]vitiv1.Version{{Name: "kubernetes", Version: "v1.36.3"}}))
 	g.Expect(kc.Status.State.LastUpdated).To(Equal(t2))
 
-	SetStatus(kc, o, metav1.NewTime(t2.Add(time1)), "test")
+	SetStatus(kc, o, metav1.NewTime(t2.Add(time.Minute)), "test")
 	g.Expect(kc.Status.State.LastUpdated).To(Equal(t2), "nothing changed")
 
 	o.Version = "v1.37.2"
@@ -108,8 +109,6 @@ func TestSetStatus(t *testing.T) {
 	g.Expect(kc.Status.Message).To(ContainSubstring("the control plane runs v1.36.3, not yet v1.37.2"))
 	g.Expect(meta.FindStatusCondition(kc.Status.Conditions, vitiv1.ReadyCondition).Reason).To(Equal(ReasonUpdating))
 }
-
-const time1 = 60 * 1e9 // a minute
 
 // TestSetVariables: the variables a KubernetesCluster asks for replace theirs, those it asked
 // for before and no longer does go, and the others (the class's stored defaults) stay.
