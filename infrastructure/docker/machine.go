@@ -195,9 +195,10 @@ func (r *MachineReconciler) reconcileNormal(ctx context.Context, key runtime.Clu
 	}
 	if !node.Running {
 		// A stopped container (the Docker host restarted, say) starts again on its volumes,
-		// as the node it was: CreateNode starts an existing one.
+		// as the node it was: CreateNode starts an existing one, of the role it has.
 		ctrl.LoggerFrom(ctx).Info("Starting stopped node", "node", node.Name)
-		if _, err := r.Runtime.CreateNode(ctx, runtime.NodeSpec{Cluster: key, Machine: machine.Name, Name: node.Name}); err != nil {
+		spec := runtime.NodeSpec{Cluster: key, Machine: machine.Name, Name: node.Name, Role: node.Role, Address: node.Address}
+		if _, err := r.Runtime.CreateNode(ctx, spec); err != nil {
 			return failed(dm, infrav1.ContainerProvisionedCondition, "Cannot start stopped node "+node.Name, err)
 		}
 	}

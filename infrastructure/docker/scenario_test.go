@@ -30,6 +30,7 @@ import (
 	. "github.com/onsi/gomega"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
@@ -268,6 +269,61 @@ func deleteCluster(tb testing.TB, c client.Client, rt runtime.Runtime, s cluster
 // (see docs/docker.md): named and labelled after its Machine, the Machine's bootstrap data
 // as USERDATA, the platform, read-only root, tmpfs and volumes, on the cluster network at
 // the Machine's address.
+// expectStoppedNodeStarts stops the container of Machine m, as a restart of the Docker host
+// does, and checks that the provider starts it again as the node it was when it next
+// reconciles the Machine (asked for here by an annotation, as the manager's own restart
+// would); then pauses it and checks that a frozen container is left as it is, its
+// ContainerProvisioned condition still true.
+func expectStoppedNodeStarts(t *testing.T, c client.Client, s clusterSpec, m clusterv1.Machine) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	key := client.ObjectKey{Namespace: s.namespace, Name: m.Spec.InfrastructureRef.Name}
+	reconcile := func() {
+		dm := &infrav1.TalosDockerMachine{}
+		g.Expect(c.Get(ctx, key, dm)).To(Succeed())
+		patch := client.MergeFrom(dm.DeepCopy())
+		if dm.Annotations == nil {
+			dm.Annotations = map[string]string{}
+		}
+		dm.Annotations["talon.dev/test-reconcile"] = time.Now().Format(time.RFC3339Nano)
+		g.Expect(c.Patch(ctx, dm, patch)).To(Succeed())
+	}
+	provisioned := func(g Gomega) *metav1.Condition {
+		dm := &infrav1.TalosDockerMachine{}
+		g.Expect(c.Get(ctx, key, dm)).To(Succeed())
+		cond := meta.FindStatusCondition(dm.Status.Conditions, infrav1.ContainerProvisionedCondition)
+		g.Expect(cond).NotTo(BeNil())
+		return cond
+	}
+	state := func() string {
+		out, err := testdocker.Docker(ctx, "inspect", "--format", "{{.State.Status}}", m.Name)
+		g.Expect(err).NotTo(HaveOccurred())
+		return strings.TrimSpace(out)
+	}
+
+	t.Logf("Machine %s's container stopped, as a restart of the Docker host leaves it", m.Name)
+	_, err := testdocker.Docker(ctx, "stop", "--time", "1", m.Name)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(state()).To(Equal("exited"))
+	reconcile()
+	g.Eventually(state).WithTimeout(time.Minute).WithPolling(time.Second).Should(Equal("running"),
+		func() string { return "ContainerProvisioned: " + provisioned(g).Message })
+	g.Expect(provisioned(g).Status).To(Equal(metav1.ConditionTrue))
+
+	t.Logf("Machine %s's container paused: left frozen", m.Name)
+	_, err = testdocker.Docker(ctx, "pause", m.Name)
+	g.Expect(err).NotTo(HaveOccurred())
+	reconcile()
+	g.Consistently(func(g Gomega) {
+		cond := provisioned(g)
+		g.Expect(cond.Status).To(Equal(metav1.ConditionTrue), cond.Message)
+	}).WithTimeout(5 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+	g.Expect(state()).To(Equal("paused"))
+	_, err = testdocker.Docker(ctx, "unpause", m.Name)
+	g.Expect(err).NotTo(HaveOccurred())
+}
+
 func expectTalosContainer(t *testing.T, c client.Client, s clusterSpec, m clusterv1.Machine, privileged bool) {
 	t.Helper()
 	g := NewWithT(t)
@@ -395,6 +451,12 @@ func TestDockerRuntime(t *testing.T) {
 		t.Helper()
 		for _, m := range machines {
 			expectTalosContainer(t, env.Client, s, m, len(opts) == 0)
+		}
+		for _, m := range machines {
+			if _, ok := m.Labels[clusterv1.MachineControlPlaneLabel]; !ok {
+				expectStoppedNodeStarts(t, env.Client, s, m)
+				break
+			}
 		}
 	}
 	// Container names are the host's: remove what an interrupted run left, in any namespace.

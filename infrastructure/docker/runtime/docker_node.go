@@ -91,7 +91,7 @@ func (d *Docker) CreateNode(ctx context.Context, spec NodeSpec) (Node, error) {
 // startNode starts the Machine's container c unless it runs and returns it. A new container
 // (created) is removed with all its volumes when it cannot start, so that a retry starts clean.
 func (d *Docker) startNode(ctx context.Context, spec NodeSpec, c *containertypes.Summary, created bool) (Node, error) {
-	if c.State == containertypes.StateRunning {
+	if running(c.State) {
 		return nodeOf(*c), nil
 	}
 	var hostPorts []int
@@ -252,8 +252,16 @@ func nodeOf(c containertypes.Summary) Node {
 		Machine: c.Labels[LabelMachine],
 		Role:    c.Labels[LabelRole],
 		Address: containerAddress(c.HostConfig.NetworkMode, networks),
-		Running: c.State == containertypes.StateRunning,
+		Running: running(c.State),
 	}
+}
+
+// running is true for a container that runs, and for one that is paused: a paused container
+// is frozen, not stopped. Docker refuses to start it, and it goes on where it was once
+// unpaused; a node that answers nothing meanwhile is the control plane's and health checks'
+// to judge.
+func running(state containertypes.ContainerState) bool {
+	return state == containertypes.StateRunning || state == containertypes.StatePaused
 }
 
 // nodeLabels are the labels of a Machine's container and volumes; an empty role is left

@@ -83,6 +83,10 @@ func TestDockerLifecycle(t *testing.T) {
 	g.Expect(d.CreateNode(ctx, node)).To(Equal(want), "CreateNode starts a stopped container")
 	g.Expect(strings.Fields(dockerCLI(t, "ps", "--all", "--quiet", "--filter", "label="+LabelMachine+"=cp-0"))).To(HaveLen(1))
 	g.Expect(d.Nodes(ctx, cluster)).To(ConsistOf(want))
+	dockerCLI(t, "pause", node.Name)
+	g.Expect(d.Nodes(ctx, cluster)).To(ConsistOf(want), "a paused container is frozen, not stopped")
+	g.Expect(d.CreateNode(ctx, node)).To(Equal(want), "CreateNode leaves a paused container as it is")
+	dockerCLI(t, "unpause", node.Name)
 
 	c := docker.Inspect(t, node.Name)
 	g.Expect(c.Config.Hostname).To(Equal(node.Name))

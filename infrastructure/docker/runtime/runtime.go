@@ -161,6 +161,7 @@ type Node struct {
 	Machine string
 	Role    string
 	Address netip.Addr
+	// Running is false for a node that is stopped; a paused one runs, frozen.
 	Running bool
 }
 
