@@ -24,6 +24,7 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -136,7 +137,9 @@ func TestEtcdBootstrappedOnce(t *testing.T) {
 		g.Expect(clusters.UsableMachines(ctx, g, mgmt, ns, name)).To(HaveLen(3))
 		g.Expect(mgmt.Get(ctx, tcpKey, tcp)).To(Succeed())
 		g.Expect(conditions.IsTrue(tcp, controlplanev1.EtcdClusterHealthyCondition)).To(BeTrue(), "EtcdClusterHealthy")
-	}).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	}).WithTimeout(5*time.Minute).WithPolling(time.Second).Should(Succeed(), func() string {
+		return "the TalosControlPlane's conditions: " + s.unmetConditions(mgmt, tcpKey)
+	})
 	s.expectOneEtcdCluster(mgmt, bundle, ns, name)
 
 	t.Log("3. clusterctl move to a second management plane: the TalosControlPlane starts there without status")
@@ -231,13 +234,23 @@ func (s *suite) holdOutage(c client.Client, tcpKey client.ObjectKey, bootstrappe
 			g.Expect(tcp.Annotations).To(HaveKeyWithValue(controlplanev1.EtcdClusterAnnotation, recorded))
 		}
 	}).WithTimeout(outage).WithPolling(time.Second).Should(Succeed())
+	s.t.Logf("After %s: %s", outage, s.unmetConditions(c, tcpKey))
+}
+
+// unmetConditions are the TalosControlPlane's conditions that are not True, with their
+// reasons and messages: what it waits for.
+func (s *suite) unmetConditions(c client.Client, tcpKey client.ObjectKey) string {
 	tcp := &controlplanev1.TalosControlPlane{}
-	s.g.Expect(c.Get(s.t.Context(), tcpKey, tcp)).To(Succeed())
+	if err := c.Get(context.WithoutCancel(s.t.Context()), tcpKey, tcp); err != nil {
+		return err.Error()
+	}
+	var unmet []string
 	for _, cond := range tcp.Status.Conditions {
-		if cond.Status != "True" {
-			s.t.Logf("After %s: %s %s: %s", outage, cond.Type, cond.Reason, cond.Message)
+		if cond.Status != metav1.ConditionTrue {
+			unmet = append(unmet, fmt.Sprintf("%s %s: %s", cond.Type, cond.Reason, cond.Message))
 		}
 	}
+	return strings.Join(unmet, "; ")
 }
 
 // pause freezes the container of Machine machine of the cluster: its addresses stay, its
