@@ -265,10 +265,6 @@ func deleteCluster(tb testing.TB, c client.Client, rt runtime.Runtime, s cluster
 	g.Expect(rt.Nodes(ctx, runtime.Cluster{Namespace: s.namespace, Name: s.name})).To(BeEmpty())
 }
 
-// expectTalosContainer checks that the Machine's container is what Talos expects in Docker
-// (see docs/docker.md): named and labelled after its Machine, the Machine's bootstrap data
-// as USERDATA, the platform, read-only root, tmpfs and volumes, on the cluster network at
-// the Machine's address.
 // expectStoppedNodeStarts stops the container of Machine m, as a restart of the Docker host
 // does, and checks that the provider starts it again as the node it was when it next
 // reconciles the Machine (asked for here by an annotation, as the manager's own restart
@@ -324,6 +320,10 @@ func expectStoppedNodeStarts(t *testing.T, c client.Client, s clusterSpec, m clu
 	g.Expect(err).NotTo(HaveOccurred())
 }
 
+// expectTalosContainer checks that the Machine's container is what Talos expects in Docker
+// (see docs/docker.md): named and labelled after its Machine, the Machine's bootstrap data
+// as USERDATA, the platform, read-only root, tmpfs and volumes, on the cluster network at
+// the Machine's address.
 func expectTalosContainer(t *testing.T, c client.Client, s clusterSpec, m clusterv1.Machine, privileged bool) {
 	t.Helper()
 	g := NewWithT(t)

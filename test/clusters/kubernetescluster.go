@@ -28,8 +28,9 @@ import (
 	vitiv1 "github.com/talon-capi/talon/api/vitistack/v1alpha1"
 )
 
-// WaitKubernetesClusterRunning waits for the KubernetesCluster to be Running at version with the ready nodes
-// of scales (by pool name; "" is the control plane), and checks its status says so.
+// WaitKubernetesClusterRunning waits for the KubernetesCluster to be Running at version
+// with the ready nodes of scales (by pool name; "" is the control plane), and checks its
+// status says so.
 func WaitKubernetesClusterRunning(t *testing.T, c client.Client, kc *vitiv1.KubernetesCluster, version string, scales map[string]int32) {
 	t.Helper()
 	var last string

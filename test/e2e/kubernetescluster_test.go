@@ -34,7 +34,6 @@ import (
 
 	vitiv1 "github.com/talon-capi/talon/api/vitistack/v1alpha1"
 	dockerruntime "github.com/talon-capi/talon/infrastructure/docker/runtime"
-	"github.com/talon-capi/talon/internal/plane"
 	"github.com/talon-capi/talon/internal/quickstart"
 	"github.com/talon-capi/talon/test/clusters"
 	dockertest "github.com/talon-capi/talon/test/docker"
@@ -57,11 +56,9 @@ func (s *suite) kubernetesCluster(mgmt client.Client) {
 	objs, err := utilyaml.ToUnstructured(crd)
 	g.Expect(err).NotTo(HaveOccurred())
 	clusters.ApplyObjects(ctx, g, mgmt, objs, "talon-test")
-	restartControlPlaneManager(s, mgmt)
+	s.restartControlPlaneManager(mgmt)
 
-	p, err := plane.Open(filepath.Join(s.out, quickstart.PlaneDirName), nil)
-	g.Expect(err).NotTo(HaveOccurred())
-	c := s.kubernetesClusterClient(p.Kubeconfig())
+	c := s.kubernetesClusterClient(filepath.Join(s.out, quickstart.PlaneDirName, "kubeconfig"))
 	clusters.ApplyClass(ctx, g, c, s.bin, filepath.Join(filepath.Dir(s.clusterctl), "clusterclass-talos-docker.yaml"), ns)
 	variables, err := json.Marshal(map[string]any{"talosImage": dockertest.SimImage()})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -99,7 +96,7 @@ func (s *suite) kubernetesCluster(mgmt client.Client) {
 // restartControlPlaneManager does what kubectl rollout restart does to the control-plane
 // manager's Deployment and waits until its one Pod is a new, ready one and the old one is
 // gone.
-func restartControlPlaneManager(s *suite, mgmt client.Client) {
+func (s *suite) restartControlPlaneManager(mgmt client.Client) {
 	ctx, g := s.t.Context(), s.g
 	deployment := &appsv1.Deployment{}
 	key := client.ObjectKey{Namespace: clusters.ControlPlaneNamespace, Name: "talon-control-plane-controller-manager"}

@@ -159,14 +159,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	observed, reason, err := r.apply(ctx, kc)
 	switch {
-	case reason == ReasonClusterForbidden:
-		kubernetescluster.SetFailed(kc, reason, err.Error(), r.now(), manager)
-		if patchErr := r.patchStatus(ctx, kc, before); patchErr != nil {
-			return ctrl.Result{}, patchErr
-		}
-		return ctrl.Result{}, err
 	case reason != "":
 		kubernetescluster.SetFailed(kc, reason, err.Error(), r.now(), manager)
+		if reason == ReasonClusterForbidden {
+			// Retried with backoff: no event comes when the manager's role is fixed.
+			if patchErr := r.patchStatus(ctx, kc, before); patchErr != nil {
+				return ctrl.Result{}, patchErr
+			}
+			return ctrl.Result{}, err
+		}
 	case err != nil:
 		return ctrl.Result{}, err
 	default:
