@@ -135,7 +135,7 @@ func setupKubernetesClusters(ctx context.Context, mgr ctrl.Manager, opts *manage
 	} else if err != nil {
 		return fmt.Errorf("failed to find the KubernetesCluster CRD: %w", err)
 	}
-	r := &kubernetescluster.Reconciler{Client: mgr.GetClient(), Class: kubernetesClusterClass, Events: mgr.GetEventRecorder("talon-control-plane-manager")}
+	r := &kubernetescluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Class: kubernetesClusterClass, Events: mgr.GetEventRecorder("talon-control-plane-manager")}
 	return r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.Concurrency})
 }
 

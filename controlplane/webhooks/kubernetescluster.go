@@ -48,8 +48,11 @@ func (w *KubernetesCluster) ValidateCreate(_ context.Context, kc *vitiv1.Kuberne
 
 // ValidateUpdate also refuses a version older than the one before.
 func (w *KubernetesCluster) ValidateUpdate(_ context.Context, oldKC, newKC *vitiv1.KubernetesCluster) (admission.Warnings, error) {
-	if equality.Semantic.DeepEqual(oldKC.Spec, newKC.Spec) && equality.Semantic.DeepEqual(oldKC.Annotations, newKC.Annotations) {
-		return nil, nil // finalizers, labels: a KubernetesCluster refused nothing before must be deletable
+	if equality.Semantic.DeepEqual(oldKC.Spec, newKC.Spec) && sameAnnotation(oldKC, newKC, vitiv1.ClusterClassAnnotation) &&
+		sameAnnotation(oldKC, newKC, vitiv1.VariablesAnnotation) {
+		// Finalizers, labels, other annotations (the controller's record, clusterctl move's):
+		// a KubernetesCluster that was taken must stay deletable and movable.
+		return nil, nil
 	}
 	return nil, invalidKubernetesCluster(newKC, kubernetescluster.Check(newKC, oldKC.Spec.Topology.Version))
 }
@@ -57,6 +60,13 @@ func (w *KubernetesCluster) ValidateUpdate(_ context.Context, oldKC, newKC *viti
 // ValidateDelete allows every deletion.
 func (w *KubernetesCluster) ValidateDelete(context.Context, *vitiv1.KubernetesCluster) (admission.Warnings, error) {
 	return nil, nil
+}
+
+// sameAnnotation tells whether annotation key is the same (or absent) on a and b.
+func sameAnnotation(a, b *vitiv1.KubernetesCluster, key string) bool {
+	va, oka := a.Annotations[key]
+	vb, okb := b.Annotations[key]
+	return va == vb && oka == okb
 }
 
 func invalidKubernetesCluster(kc *vitiv1.KubernetesCluster, errs field.ErrorList) error {

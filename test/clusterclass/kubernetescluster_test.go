@@ -19,6 +19,7 @@ package clusterclass_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -64,27 +65,7 @@ func TestKubernetesCluster(t *testing.T) {
 	ns := env.NewNamespace(t, "kubernetescluster")
 	rt, err := runtime.NewLightSim(ctx, t.TempDir(), logr.Discard())
 	g.Expect(err).NotTo(HaveOccurred())
-	env.StartManager(t, envtest.ManagerOptions{
-		Topology:          true,
-		ClusterWebhooksIn: ns,
-		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
-			opts := manager.NewOptions()
-			for _, setup := range []func() error{
-				func() error { return bootstrapsetup.Reconcilers(ctx, mgr, opts) },
-				func() error { return controlplanesetup.Reconcilers(ctx, mgr, opts) },
-				func() error { return infrasetup.Reconcilers(ctx, mgr, opts, infrasetup.NewSettings(), rt) },
-				func() error {
-					r := &kubernetescluster.Reconciler{Client: mgr.GetClient(), Class: "talos-docker"}
-					return r.SetupWithManager(ctx, mgr, controller.Options{})
-				},
-			} {
-				if err := setup(); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
-	})
+	startManager(t, env, rt, ns)
 	applyTemplate(t, c, "clusterclass-talos-docker.yaml", ns)
 
 	pools := []vitiv1.NodePool{
@@ -245,4 +226,25 @@ func TestKubernetesCluster(t *testing.T) {
 		g.Expect(machines.Items).To(BeEmpty())
 	}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	g.Expect(rt.LightClusters()).To(BeZero(), "no node of the cluster is left")
+}
+
+// startManager runs Cluster API's core and topology reconcilers, Talon's three providers on
+// the light simulated nodes of rt, and the KubernetesCluster controller (ClusterClass
+// talos-docker) on env, with Cluster API's Cluster webhooks for namespace ns.
+func startManager(t *testing.T, env *envtest.Environment, rt *runtime.Sim, ns string) {
+	t.Helper()
+	env.StartManager(t, envtest.ManagerOptions{
+		Topology:          true,
+		ClusterWebhooksIn: ns,
+		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
+			opts := manager.NewOptions()
+			r := &kubernetescluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Class: "talos-docker"}
+			return errors.Join(
+				bootstrapsetup.Reconcilers(ctx, mgr, opts),
+				controlplanesetup.Reconcilers(ctx, mgr, opts),
+				infrasetup.Reconcilers(ctx, mgr, opts, infrasetup.NewSettings(), rt),
+				r.SetupWithManager(ctx, mgr, controller.Options{}),
+			)
+		},
+	})
 }

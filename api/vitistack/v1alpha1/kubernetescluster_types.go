@@ -29,6 +29,14 @@ const ClusterClassAnnotation = "talon.dev/cluster-class"
 // Cluster, as a JSON object of variable names to values ({"dockerSubnet": "127.0.80.0/24"}).
 const VariablesAnnotation = "talon.dev/cluster-variables"
 
+// ClusterCreatedAnnotation on a KubernetesCluster records, as the time (RFC 3339), that the
+// control-plane manager created its Cluster. It is written before the Cluster is created and
+// moves with the KubernetesCluster under clusterctl move, where the KubernetesCluster arrives
+// before its Cluster: while it is there and the Cluster is not, the KubernetesCluster waits
+// for its Cluster rather than making a new one. The manager removes it when a person deletes
+// the Cluster, so that the KubernetesCluster makes a new one once the old one is gone.
+const ClusterCreatedAnnotation = "talon.dev/cluster-created"
+
 // ManagedVariablesAnnotation on the Cluster made for a KubernetesCluster names the topology
 // variables the KubernetesCluster set (VariablesAnnotation), comma-separated; the others,
 // such as the class's defaults, are left as they are.

@@ -108,6 +108,10 @@ func TestSetStatus(t *testing.T) {
 	g.Expect(kc.Status.Phase).To(Equal(vitiv1.PhaseUpdating), "a running cluster changing version updates")
 	g.Expect(kc.Status.Message).To(ContainSubstring("the control plane runs v1.36.3, not yet v1.37.2"))
 	g.Expect(meta.FindStatusCondition(kc.Status.Conditions, vitiv1.ReadyCondition).Reason).To(Equal(ReasonUpdating))
+
+	o.Paused = true
+	SetStatus(kc, o, metav1.Now(), "test")
+	g.Expect(kc.Status.Message).To(ContainSubstring("Cluster c is paused (spec.paused): the KubernetesCluster's changes reach it once it is resumed"))
 }
 
 // TestSetVariables: the variables a KubernetesCluster asks for replace theirs, those it asked

@@ -55,6 +55,9 @@ type Observed struct {
 	Machines           []clusterv1.Machine
 	// Version is the resolved version the Cluster was given.
 	Version string
+	// Paused is set when the Cluster differs from the KubernetesCluster and is not changed
+	// because it is paused (spec.paused, as clusterctl move leaves it while it runs).
+	Paused bool
 }
 
 // SetStatus writes into kc's status the phase, message, nodes, versions, endpoints and Ready
@@ -85,6 +88,9 @@ func SetStatus(kc *vitiv1.KubernetesCluster, o Observed, now metav1.Time, who st
 	}
 	if running != o.Version {
 		waiting = append(waiting, fmt.Sprintf("the control plane runs %s, not yet %s", cmp.Or(running, "mixed versions"), o.Version))
+	}
+	if o.Paused {
+		waiting = append(waiting, "Cluster "+o.Cluster.Name+" is paused (spec.paused): the KubernetesCluster's changes reach it once it is resumed")
 	}
 	if !meta.IsStatusConditionTrue(o.Cluster.Status.Conditions, clusterv1.AvailableCondition) {
 		waiting = append(waiting, "Cluster "+o.Cluster.Name+" is not Available yet (kubectl describe cluster "+o.Cluster.Name+")")

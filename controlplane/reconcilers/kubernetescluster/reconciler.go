@@ -17,6 +17,7 @@ limitations under the License.
 package kubernetescluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,7 +30,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,6 +65,11 @@ const (
 	// deleted). Nothing in the KubernetesCluster fixes it, and nothing the controller watches
 	// changes when it is fixed, so the write is retried with backoff meanwhile.
 	ReasonClusterForbidden = "ClusterForbidden"
+	// ReasonClusterMissing: the Cluster the KubernetesCluster created (its
+	// vitiv1.ClusterCreatedAnnotation) is not there. During clusterctl move it comes after the
+	// KubernetesCluster; otherwise it was deleted while the control-plane manager was not
+	// running, and a person removes the annotation to have a new one made.
+	ReasonClusterMissing = "ClusterMissing"
 )
 
 // manager names the controller in events and in status.state.lastUpdatedBy.
@@ -71,6 +79,8 @@ const manager = "talon-control-plane-manager"
 // and reports its state.
 type Reconciler struct {
 	Client client.Client
+	// APIReader reads from the API server, past Client's cache; Client when nil.
+	APIReader client.Reader
 	// Class is the ClusterClass of KubernetesClusters without the vitiv1.ClusterClassAnnotation
 	// ("name" in the KubernetesCluster's namespace, or "namespace/name").
 	Class string
@@ -158,6 +168,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		before = kc.DeepCopy()
 	}
 	observed, reason, err := r.apply(ctx, kc)
+	// apply may have written the record of the Cluster's creation: the status patch carries
+	// the status alone.
+	before.ObjectMeta = *kc.ObjectMeta.DeepCopy()
 	switch {
 	case reason != "":
 		kubernetescluster.SetFailed(kc, reason, err.Error(), r.now(), manager)
@@ -202,16 +215,42 @@ func (r *Reconciler) apply(ctx context.Context, kc *vitiv1.KubernetesCluster) (k
 	in := kubernetescluster.Inputs{Class: classRef, Version: version, Variables: variables}
 
 	cluster := &clusterv1.Cluster{}
+	paused := false
 	err = r.Client.Get(ctx, client.ObjectKeyFromObject(kc), cluster)
+	if apierrors.IsNotFound(err) && kc.Annotations[vitiv1.ClusterCreatedAnnotation] != "" {
+		// The cache may not hold yet a Cluster created a moment ago: the API server knows.
+		reader := r.APIReader
+		if reader == nil {
+			reader = r.Client
+		}
+		err = reader.Get(ctx, client.ObjectKeyFromObject(kc), cluster)
+	}
 	switch {
 	case apierrors.IsNotFound(err):
+		if created := kc.Annotations[vitiv1.ClusterCreatedAnnotation]; created != "" {
+			return kubernetescluster.Observed{}, ReasonClusterMissing, fmt.Errorf(
+				"cluster %s, which this KubernetesCluster created at %s, is not there: clusterctl move brings it after the KubernetesCluster, so wait while a move runs; "+
+					"if it was deleted while the control-plane manager was not running, remove the %s annotation and a new Cluster is made",
+				kc.Name, created, vitiv1.ClusterCreatedAnnotation)
+		}
 		if cluster, err = kubernetescluster.Cluster(kc, in); err != nil {
 			return kubernetescluster.Observed{}, "", err
 		}
 		if err := controllerutil.SetControllerReference(kc, cluster, r.Client.Scheme()); err != nil {
 			return kubernetescluster.Observed{}, "", err
 		}
+		// Recorded before the Cluster exists: a KubernetesCluster that clusterctl move brings
+		// to another management cluster before its Cluster, or that the move is deleting
+		// after its Cluster, must not make a second one.
+		if err := r.recordCreated(ctx, kc, r.now().UTC().Format(time.RFC3339)); err != nil {
+			return kubernetescluster.Observed{}, "", err
+		}
 		if err := r.Client.Create(ctx, cluster); err != nil {
+			if notCreated(err) {
+				if err := r.recordCreated(ctx, kc, ""); err != nil {
+					return kubernetescluster.Observed{}, "", err
+				}
+			}
 			return kubernetescluster.Observed{}, refusal(err), refused(cluster, err)
 		}
 		record.Event(r.Events, kc, corev1.EventTypeNormal, "ClusterCreated", "Create", "Created Cluster %s of ClusterClass %s/%s, Kubernetes %s", cluster.Name, classRef.Namespace, classRef.Name, version)
@@ -221,21 +260,38 @@ func (r *Reconciler) apply(ctx context.Context, kc *vitiv1.KubernetesCluster) (k
 		return kubernetescluster.Observed{}, ReasonClusterNameTaken, fmt.Errorf(
 			"a Cluster named %s exists in %s that this KubernetesCluster did not create; it is left alone: delete it, or give the KubernetesCluster another name", cluster.Name, cluster.Namespace)
 	case !cluster.DeletionTimestamp.IsZero():
+		if _, moving := cluster.Annotations[clusterctlv1.DeleteForMoveAnnotation]; moving {
+			// clusterctl move copied it to another management cluster: the KubernetesCluster
+			// follows it there and is deleted here next.
+			return kubernetescluster.Observed{}, "", fmt.Errorf("cluster %s is being moved to another management cluster by clusterctl move", cluster.Name)
+		}
 		// A Cluster deleted from under its KubernetesCluster is made again once it is gone.
+		if err := r.recordCreated(ctx, kc, ""); err != nil {
+			return kubernetescluster.Observed{}, "", err
+		}
 		return kubernetescluster.Observed{}, "", fmt.Errorf("cluster %s is being deleted; it is created again once gone", cluster.Name)
 	default:
+		// A Cluster made before the record was kept is recorded when seen.
+		if err := r.recordCreated(ctx, kc, cmp.Or(kc.Annotations[vitiv1.ClusterCreatedAnnotation], cluster.CreationTimestamp.UTC().Format(time.RFC3339))); err != nil {
+			return kubernetescluster.Observed{}, "", err
+		}
 		old := cluster.DeepCopy()
 		if err := kubernetescluster.Update(cluster, kc, in); err != nil {
 			return kubernetescluster.Observed{}, "", err
 		}
-		if !equality.Semantic.DeepEqual(old, cluster) {
+		switch {
+		case equality.Semantic.DeepEqual(old, cluster):
+		case ptr.Deref(old.Spec.Paused, false):
+			// A paused Cluster (clusterctl move pauses it) is left as it is until resumed.
+			paused, cluster = true, old
+		default:
 			if err := r.Client.Patch(ctx, cluster, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
 				return kubernetescluster.Observed{}, refusal(err), refused(cluster, err)
 			}
 		}
 	}
 
-	observed := kubernetescluster.Observed{Cluster: cluster, Version: version}
+	observed := kubernetescluster.Observed{Cluster: cluster, Version: version, Paused: paused}
 	mds := &clusterv1.MachineDeploymentList{}
 	machines := &clusterv1.MachineList{}
 	inCluster := []client.ListOption{client.InNamespace(kc.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name}}
@@ -268,6 +324,36 @@ func refusal(err error) string {
 	return ""
 }
 
+// notCreated tells whether a create that returned err stored nothing: the API server answered
+// and did not take it (or another object holds the name). After a timeout, a server error or
+// no answer at all, the object may exist.
+func notCreated(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	return !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) && !apierrors.IsInternalError(err) &&
+		!apierrors.IsUnexpectedServerError(err)
+}
+
+// recordCreated writes value (the time the Cluster was created) into the KubernetesCluster's
+// vitiv1.ClusterCreatedAnnotation, or removes it when value is empty, unless it already says so.
+func (r *Reconciler) recordCreated(ctx context.Context, kc *vitiv1.KubernetesCluster, value string) error {
+	if kc.Annotations[vitiv1.ClusterCreatedAnnotation] == value {
+		return nil
+	}
+	before := kc.DeepCopy()
+	if value == "" {
+		delete(kc.Annotations, vitiv1.ClusterCreatedAnnotation)
+	} else {
+		metav1.SetMetaDataAnnotation(&kc.ObjectMeta, vitiv1.ClusterCreatedAnnotation, value)
+	}
+	if err := r.Client.Patch(ctx, kc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("failed to record on KubernetesCluster %s whether its Cluster was created: %w", kc.Name, err)
+	}
+	return nil
+}
+
 // refused is err with what a person can do about it.
 func refused(cluster *clusterv1.Cluster, err error) error {
 	switch refusal(err) {
@@ -284,6 +370,11 @@ func refused(cluster *clusterv1.Cluster, err error) error {
 func (r *Reconciler) delete(ctx context.Context, kc, before *vitiv1.KubernetesCluster) error {
 	if !controllerutil.ContainsFinalizer(kc, vitiv1.Finalizer) {
 		return nil
+	}
+	if _, moving := kc.Annotations[clusterctlv1.DeleteForMoveAnnotation]; moving {
+		// clusterctl move copied it, with its Cluster, to another management cluster.
+		controllerutil.RemoveFinalizer(kc, vitiv1.Finalizer)
+		return r.Client.Patch(ctx, kc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 	}
 	cluster := &clusterv1.Cluster{}
 	err := r.Client.Get(ctx, client.ObjectKeyFromObject(kc), cluster)
