@@ -38,6 +38,7 @@ import (
 	"github.com/talon-capi/talon/infrastructure/metal"
 	"github.com/talon-capi/talon/internal/plane"
 	"github.com/talon-capi/talon/sim"
+	"github.com/talon-capi/talon/test/clusters"
 	"github.com/talon-capi/talon/test/envtest"
 	"github.com/talon-capi/talon/test/metallab"
 	"github.com/talon-capi/talon/test/require"
@@ -122,23 +123,7 @@ func TestMoveMetalCluster(t *testing.T) {
 		}
 	})
 	startProviders(t, target, l, providerOptions{noBootService: true, factory: factory})
-	dir := t.TempDir()
-	kubeconfig := func(e *envtest.Environment, name string) string {
-		data, err := e.AdminKubeconfig(name)
-		g.Expect(err).NotTo(HaveOccurred())
-		path := filepath.Join(dir, name)
-		g.Expect(os.WriteFile(path, data, 0o600)).To(Succeed())
-		return path
-	}
-	from, to := kubeconfig(env, "move-source"), kubeconfig(target, "move-target")
-	// clusterctl move acts on the kinds whose CRDs clusterctl init installed.
-	g.Expect(env.LabelCRDsAsClusterctl(ctx)).To(Succeed())
-	g.Expect(target.LabelCRDsAsClusterctl(ctx)).To(Succeed())
-
-	start = time.Now()
-	_, err = plane.RunClusterctl(ctx, envtest.BinDir(), from, nil, nil, "move", "--namespace", namespace, "--to-kubeconfig", to)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Logf("clusterctl move took %s", time.Since(start).Round(time.Second))
+	clusters.MoveBetweenPlanes(t, env, target, namespace)
 	left := &infrav1.MetalHostList{}
 	g.Expect(c.List(ctx, left, client.InNamespace(namespace))).To(Succeed())
 	g.Expect(left.Items).To(BeEmpty(), "the MetalHosts moved")

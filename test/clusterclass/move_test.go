@@ -18,8 +18,6 @@ package clusterclass_test
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -113,28 +111,12 @@ func TestMoveKubernetesCluster(t *testing.T) {
 	// Cluster API's Cluster webhooks are served for the namespace the cluster moves into.
 	g.Expect(tc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 	startManager(t, target, rt, ns)
-	dir := t.TempDir()
-	kubeconfig := func(e *envtest.Environment, name string) string {
-		data, err := e.AdminKubeconfig(name)
-		g.Expect(err).NotTo(HaveOccurred())
-		path := filepath.Join(dir, name)
-		g.Expect(os.WriteFile(path, data, 0o600)).To(Succeed())
-		return path
-	}
-	from, to := kubeconfig(env, "move-source"), kubeconfig(target, "move-target")
 	// clusterctl move does not move an object whose owner it cannot move: as Kubernetes'
 	// garbage collector would have, drop the owner references to the "shim" Secret that
 	// Cluster API's topology reconciler made and deleted.
 	removeDanglingOwnerReferences(t, c, ns, &infrav1.TalosDockerClusterList{}, &controlplanev1.TalosControlPlaneList{})
-	// clusterctl move acts on the kinds whose CRDs carry clusterctl's label: clusterctl init
-	// puts it on the providers', the KubernetesCluster's CRD carries it.
-	g.Expect(env.LabelCRDsAsClusterctl(ctx)).To(Succeed())
-	g.Expect(target.LabelCRDsAsClusterctl(ctx)).To(Succeed())
-
-	start = time.Now()
-	_, err = plane.RunClusterctl(ctx, envtest.BinDir(), from, nil, nil, "move", "--namespace", ns, "--to-kubeconfig", to)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Logf("clusterctl move took %s", time.Since(start).Round(time.Second))
+	// The KubernetesCluster's CRD carries clusterctl's labels itself.
+	clusters.MoveBetweenPlanes(t, env, target, ns)
 
 	t.Log("The first plane keeps neither the KubernetesCluster nor a Cluster, and makes none")
 	g.Consistently(func(g Gomega) {
