@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -48,10 +49,14 @@ func (w *KubernetesCluster) ValidateCreate(_ context.Context, kc *vitiv1.Kuberne
 
 // ValidateUpdate also refuses a version older than the one before.
 func (w *KubernetesCluster) ValidateUpdate(_ context.Context, oldKC, newKC *vitiv1.KubernetesCluster) (admission.Warnings, error) {
+	if _, moving := newKC.Annotations[clusterctlv1.DeleteForMoveAnnotation]; moving && equality.Semantic.DeepEqual(oldKC.Spec, newKC.Spec) {
+		// clusterctl move, deleting what it copied, replaces every annotation with its own.
+		return nil, nil
+	}
 	if equality.Semantic.DeepEqual(oldKC.Spec, newKC.Spec) && sameAnnotation(oldKC, newKC, vitiv1.ClusterClassAnnotation) &&
 		sameAnnotation(oldKC, newKC, vitiv1.VariablesAnnotation) {
-		// Finalizers, labels, other annotations (the controller's record, clusterctl move's):
-		// a KubernetesCluster that was taken must stay deletable and movable.
+		// Finalizers, labels, other annotations (the controller's record): a KubernetesCluster
+		// that was taken must stay deletable and movable.
 		return nil, nil
 	}
 	return nil, invalidKubernetesCluster(newKC, kubernetescluster.Check(newKC, oldKC.Spec.Topology.Version))

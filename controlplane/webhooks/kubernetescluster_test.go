@@ -47,6 +47,15 @@ func TestKubernetesClusterStaysMovable(t *testing.T) {
 		_, err := w.ValidateUpdate(t.Context(), old, updated)
 		g.Expect(err).NotTo(HaveOccurred(), "annotation %s", annotation)
 	}
+	// clusterctl move, deleting the KubernetesCluster it copied, replaces every annotation
+	// with its own.
+	annotated := old.DeepCopy()
+	annotated.Annotations = map[string]string{vitiv1.VariablesAnnotation: "{}", vitiv1.ClusterClassAnnotation: "talos-docker"}
+	moving := old.DeepCopy()
+	moving.Annotations = map[string]string{clusterctlv1.DeleteForMoveAnnotation: ""}
+	_, err = w.ValidateUpdate(t.Context(), annotated, moving)
+	g.Expect(err).NotTo(HaveOccurred(), "clusterctl move's patch")
+
 	for _, annotation := range []string{vitiv1.VariablesAnnotation, vitiv1.ClusterClassAnnotation} {
 		updated := old.DeepCopy()
 		updated.Annotations = map[string]string{annotation: "{}"}

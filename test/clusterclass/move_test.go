@@ -29,9 +29,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 
 	controlplanev1 "github.com/talon-capi/talon/api/controlplane/v1beta1"
 	infrav1 "github.com/talon-capi/talon/api/infrastructure/v1alpha1"
@@ -51,7 +54,8 @@ import (
 // arrives before its Cluster and on the first its Cluster is deleted before it. The moved
 // KubernetesCluster then scales its pool and deletes every node. On the second plane then, a
 // KubernetesCluster whose record says its Cluster was made waits for it instead of making
-// another, until a person removes the record; and a Cluster a person deletes is made again.
+// another, until a person removes the record; a Cluster a person deletes is made again; a
+// paused Cluster is left alone; and deleted as clusterctl move deletes, it makes no Cluster.
 func TestMoveKubernetesCluster(t *testing.T) {
 	_, err := envtest.Binary(plane.ClusterctlBinary)
 	require.Layer(t, envtest.Layer, err)
@@ -191,11 +195,53 @@ func TestMoveKubernetesCluster(t *testing.T) {
 		g.Expect(metav1.IsControlledBy(cluster, waiting)).To(BeTrue())
 		g.Expect(waiting.Annotations).To(HaveKey(vitiv1.ClusterCreatedAnnotation))
 	}).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(Succeed(), func() string { return "the KubernetesCluster says: " + waiting.Status.Message })
+	t.Log("A paused Cluster is left as it is; the KubernetesCluster's change waits, and says so")
+	cluster = &clusterv1.Cluster{}
+	g.Expect(tc.Get(ctx, client.ObjectKeyFromObject(waiting), cluster)).To(Succeed())
+	pause := client.MergeFrom(cluster.DeepCopy())
+	cluster.Spec.Paused = ptr.To(true)
+	g.Expect(tc.Patch(ctx, cluster, pause)).To(Succeed())
+	g.Expect(tc.Get(ctx, client.ObjectKeyFromObject(waiting), waiting)).To(Succeed())
+	patch = client.MergeFrom(waiting.DeepCopy())
+	waiting.Spec.Topology.Workers.NodePools[0].Replicas = 2
+	g.Expect(tc.Patch(ctx, waiting, patch)).To(Succeed())
+	poolReplicas := func(g Gomega) int32 {
+		g.Expect(tc.Get(ctx, client.ObjectKeyFromObject(waiting), cluster)).To(Succeed())
+		g.Expect(cluster.Spec.Topology.Workers.MachineDeployments).To(HaveLen(1))
+		return ptr.Deref(cluster.Spec.Topology.Workers.MachineDeployments[0].Replicas, 0)
+	}
+	g.Eventually(func(g Gomega) {
+		g.Expect(tc.Get(ctx, client.ObjectKeyFromObject(waiting), waiting)).To(Succeed())
+		g.Expect(waiting.Status.ObservedGeneration).To(Equal(waiting.Generation))
+		g.Expect(waiting.Status.Message).To(ContainSubstring("Cluster waiting is paused (spec.paused)"))
+	}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+	g.Expect(poolReplicas(g)).To(BeEquivalentTo(1), "the paused Cluster is not changed")
+	unpause := client.MergeFrom(cluster.DeepCopy())
+	cluster.Spec.Paused = ptr.To(false)
+	g.Expect(tc.Patch(ctx, cluster, unpause)).To(Succeed())
+	g.Eventually(poolReplicas).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).Should(BeEquivalentTo(2), "resumed, it gets the change")
+
+	t.Log("Deleted as clusterctl move deletes what it copied (the Cluster paused and deleted first, annotations replaced), it makes no Cluster")
+	cluster = &clusterv1.Cluster{}
+	g.Expect(tc.Get(ctx, client.ObjectKeyFromObject(waiting), cluster)).To(Succeed())
+	pause = client.MergeFrom(cluster.DeepCopy())
+	cluster.Spec.Paused = ptr.To(true)
+	g.Expect(tc.Patch(ctx, cluster, pause)).To(Succeed())
+	forMove := client.RawPatch(types.JSONPatchType, []byte(`[{"op": "add", "path": "/metadata/annotations", "value": {"`+clusterctlv1.DeleteForMoveAnnotation+`": ""}}]`))
+	g.Expect(tc.Patch(ctx, cluster, forMove)).To(Succeed())
+	g.Expect(tc.Delete(ctx, cluster)).To(Succeed())
+	g.Expect(client.IgnoreNotFound(tc.Patch(ctx, cluster, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":[]}}`))))).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(tc.Get(ctx, client.ObjectKeyFromObject(waiting), &clusterv1.Cluster{}))
+	}).WithTimeout(10 * time.Second).WithPolling(100 * time.Millisecond).Should(BeTrue())
+	g.Expect(tc.Patch(ctx, waiting, forMove)).To(Succeed())
+	g.Consistently(func() bool {
+		return apierrors.IsNotFound(tc.Get(ctx, client.ObjectKeyFromObject(waiting), &clusterv1.Cluster{}))
+	}).WithTimeout(3*time.Second).WithPolling(100*time.Millisecond).Should(BeTrue(), "no Cluster is made for a KubernetesCluster being moved away")
 	g.Expect(tc.Delete(ctx, waiting)).To(Succeed())
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(tc.Get(ctx, client.ObjectKeyFromObject(waiting), waiting))
-	}).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(BeTrue(), "the KubernetesCluster and its Cluster are deleted")
-	g.Expect(rt.LightClusters()).To(BeZero(), "no node of its Clusters is left")
+	}).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(BeTrue(), "the KubernetesCluster is deleted")
 }
 
 // removeDanglingOwnerReferences drops, from the objects of the lists' kinds in namespace ns,

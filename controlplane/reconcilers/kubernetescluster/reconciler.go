@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
@@ -156,6 +157,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	before := kc.DeepCopy()
+	if _, moving := kc.Annotations[clusterctlv1.DeleteForMoveAnnotation]; moving {
+		// clusterctl move copied it, with its Cluster, to another management cluster and is
+		// deleting it here. Its patch replaced every annotation, the record among them: nothing
+		// is made from it any more.
+		if kc.DeletionTimestamp.IsZero() || !controllerutil.RemoveFinalizer(kc, vitiv1.Finalizer) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, r.Client.Patch(ctx, kc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	}
 	if !kc.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.delete(ctx, kc, before)
 	}
@@ -219,18 +229,14 @@ func (r *Reconciler) apply(ctx context.Context, kc *vitiv1.KubernetesCluster) (k
 	err = r.Client.Get(ctx, client.ObjectKeyFromObject(kc), cluster)
 	if apierrors.IsNotFound(err) && kc.Annotations[vitiv1.ClusterCreatedAnnotation] != "" {
 		// The cache may not hold yet a Cluster created a moment ago: the API server knows.
-		reader := r.APIReader
-		if reader == nil {
-			reader = r.Client
-		}
-		err = reader.Get(ctx, client.ObjectKeyFromObject(kc), cluster)
+		err = r.reader().Get(ctx, client.ObjectKeyFromObject(kc), cluster)
 	}
 	switch {
 	case apierrors.IsNotFound(err):
 		if created := kc.Annotations[vitiv1.ClusterCreatedAnnotation]; created != "" {
 			return kubernetescluster.Observed{}, ReasonClusterMissing, fmt.Errorf(
 				"cluster %s, which this KubernetesCluster created at %s, is not there: clusterctl move brings it after the KubernetesCluster, so wait while a move runs; "+
-					"if it was deleted while the control-plane manager was not running, remove the %s annotation and a new Cluster is made",
+					"if it was deleted while the control-plane manager was not running, or its creation failed in a way the API server could not tell, remove the %s annotation and a new Cluster is made",
 				kc.Name, created, vitiv1.ClusterCreatedAnnotation)
 		}
 		if cluster, err = kubernetescluster.Cluster(kc, in); err != nil {
@@ -246,8 +252,8 @@ func (r *Reconciler) apply(ctx context.Context, kc *vitiv1.KubernetesCluster) (k
 			return kubernetescluster.Observed{}, "", err
 		}
 		if err := r.Client.Create(ctx, cluster); err != nil {
-			if notCreated(err) {
-				if err := r.recordCreated(ctx, kc, ""); err != nil {
+			if r.storedNothing(ctx, kc, err) {
+				if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { return r.dropRecord(ctx, kc) }); err != nil {
 					return kubernetescluster.Observed{}, "", err
 				}
 			}
@@ -324,16 +330,36 @@ func refusal(err error) string {
 	return ""
 }
 
-// notCreated tells whether a create that returned err stored nothing: the API server answered
-// and did not take it (or another object holds the name). After a timeout, a server error or
-// no answer at all, the object may exist.
-func notCreated(err error) bool {
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
-		return false
+// reader reads past the cache.
+func (r *Reconciler) reader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
 	}
-	return !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) && !apierrors.IsInternalError(err) &&
-		!apierrors.IsUnexpectedServerError(err)
+	return r.Client
+}
+
+// storedNothing tells whether the create of kc's Cluster that returned err stored nothing:
+// the API server answered and did not take it (or another object holds the name), or, after
+// a timeout, a server error (an unreachable webhook) or no answer, it finds no such Cluster.
+func (r *Reconciler) storedNothing(ctx context.Context, kc *vitiv1.KubernetesCluster, err error) bool {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) &&
+		!apierrors.IsInternalError(err) && !apierrors.IsUnexpectedServerError(err) {
+		return true
+	}
+	return apierrors.IsNotFound(r.reader().Get(ctx, client.ObjectKeyFromObject(kc), &clusterv1.Cluster{}))
+}
+
+// dropRecord removes the record of the Cluster's creation from kc, reading kc again first
+// when it is stale.
+func (r *Reconciler) dropRecord(ctx context.Context, kc *vitiv1.KubernetesCluster) error {
+	err := r.recordCreated(ctx, kc, "")
+	if apierrors.IsConflict(err) {
+		if getErr := r.reader().Get(ctx, client.ObjectKeyFromObject(kc), kc); getErr != nil {
+			return getErr
+		}
+	}
+	return err
 }
 
 // recordCreated writes value (the time the Cluster was created) into the KubernetesCluster's
@@ -349,6 +375,7 @@ func (r *Reconciler) recordCreated(ctx context.Context, kc *vitiv1.KubernetesClu
 		metav1.SetMetaDataAnnotation(&kc.ObjectMeta, vitiv1.ClusterCreatedAnnotation, value)
 	}
 	if err := r.Client.Patch(ctx, kc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		*kc = *before
 		return fmt.Errorf("failed to record on KubernetesCluster %s whether its Cluster was created: %w", kc.Name, err)
 	}
 	return nil
@@ -370,11 +397,6 @@ func refused(cluster *clusterv1.Cluster, err error) error {
 func (r *Reconciler) delete(ctx context.Context, kc, before *vitiv1.KubernetesCluster) error {
 	if !controllerutil.ContainsFinalizer(kc, vitiv1.Finalizer) {
 		return nil
-	}
-	if _, moving := kc.Annotations[clusterctlv1.DeleteForMoveAnnotation]; moving {
-		// clusterctl move copied it, with its Cluster, to another management cluster.
-		controllerutil.RemoveFinalizer(kc, vitiv1.Finalizer)
-		return r.Client.Patch(ctx, kc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 	}
 	cluster := &clusterv1.Cluster{}
 	err := r.Client.Get(ctx, client.ObjectKeyFromObject(kc), cluster)
