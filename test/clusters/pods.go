@@ -161,7 +161,9 @@ func ExpectManagersRunning(t *testing.T, c client.Client) {
 
 // ExpectNoRefusals fails the test when any manager's log shows an RBAC refusal, or a
 // container restarted other than the managers of the namespaces in killed, which the test
-// killed itself (KillManager).
+// killed itself (KillManager). A restart the kubelet made only because the container's
+// liveness probe timed out, with no crash in its log, is logged, not failed: on a machine
+// whose every core is busy a manager can take longer than the probe's one second to answer.
 func ExpectNoRefusals(t *testing.T, p *plane.Plane, killed ...string) {
 	t.Helper()
 	g := NewWithT(t)
@@ -179,10 +181,48 @@ func ExpectNoRefusals(t *testing.T, p *plane.Plane, killed ...string) {
 	// cert-manager's three, Cluster API's, the infrastructure provider's, and Talon's or
 	// Sidero's bootstrap and control-plane managers.
 	g.Expect(logs).To(HaveLen(7), "one container per manager")
-	for container, restart := range restarts {
+	for container, r := range restarts {
 		ns, _, _ := strings.Cut(container, "/")
-		g.Expect(slices.Contains(killed, ns)).To(BeTrue(), "%s %s", container, restart)
+		switch {
+		case slices.Contains(killed, ns):
+		case r.starved:
+			t.Logf("%s was restarted by the kubelet after its liveness probe timed out, not after a crash: %s", container, r.description)
+		default:
+			t.Errorf("%s %s", container, r.description)
+		}
 	}
+}
+
+// restart is how a manager's container came to restart.
+type restart struct {
+	// description says how many times it restarted, how it last ended, the last lines it
+	// wrote before and its Pod's events.
+	description string
+	// starved is true when the kubelet killed it for failing its liveness probe, every
+	// failure was a timeout (or a refused connection while it started again), and the log
+	// it wrote before shows no panic or fatal error.
+	starved bool
+}
+
+// livenessTimeoutsOnly tells whether the kubelet killed a container for its liveness probe
+// only after timeouts, and the container's previous log shows no crash.
+func livenessTimeoutsOnly(events []corev1.Event, previousLog string) bool {
+	if strings.Contains(previousLog, "panic:") || strings.Contains(previousLog, "fatal error:") {
+		return false
+	}
+	killed := false
+	for _, e := range events {
+		switch {
+		case e.Reason == "Killing" && strings.Contains(e.Message, "failed liveness probe"):
+			killed = true
+		case e.Reason == "Unhealthy" && strings.HasPrefix(e.Message, "Liveness probe failed:"):
+			if !strings.Contains(e.Message, "context deadline exceeded") && !strings.Contains(e.Message, "Client.Timeout exceeded") &&
+				!strings.Contains(e.Message, "connection refused") {
+				return false
+			}
+		}
+	}
+	return killed
 }
 
 // ManagerLogs are the logs of every manager (every container in the providers' namespaces,
@@ -198,12 +238,12 @@ func ManagerLogs(t *testing.T, p *plane.Plane) map[string]string {
 // "namespace/pod/container", read through the kubelet, and for each container that restarted
 // how many times and why it last ended, with the last lines it wrote before (its log then
 // begins with what it wrote before its last restart).
-func managerLogs(ctx context.Context, p *plane.Plane) (logs, restarts map[string]string, err error) {
+func managerLogs(ctx context.Context, p *plane.Plane) (logs map[string]string, restarts map[string]restart, err error) {
 	clientset, err := clientsetOf(p)
 	if err != nil {
 		return nil, nil, err
 	}
-	logs, restarts = map[string]string{}, map[string]string{}
+	logs, restarts = map[string]string{}, map[string]restart{}
 	var errs []error
 	for _, ns := range slices.Concat(ProviderNamespaces, SideroNamespaces) {
 		pods, err := clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
@@ -228,7 +268,11 @@ func managerLogs(ctx context.Context, p *plane.Plane) (logs, restarts map[string
 					if err == nil {
 						logs[key] = string(previous) + logs[key]
 					}
-					restarts[key] = describeRestart(status, string(previous)) + podEvents(ctx, clientset, &pod)
+					events, listed := podEvents(ctx, clientset, &pod)
+					restarts[key] = restart{
+						description: describeRestart(status, string(previous)) + listed,
+						starved:     livenessTimeoutsOnly(events, string(previous)),
+					}
 				}
 			}
 		}
@@ -250,21 +294,22 @@ func describeRestart(status corev1.ContainerStatus, previousLog string) string {
 		status.RestartCount, ended, strings.Join(lines[max(0, len(lines)-40):], "\n"))
 }
 
-// podEvents lists the events of pod, where the kubelet says why it restarted a container
-// (a failed liveness probe, say), as lines after a heading; "" when there are none.
-func podEvents(ctx context.Context, clientset *kubernetes.Clientset, pod *corev1.Pod) string {
+// podEvents are the events of pod, where the kubelet says why it restarted a container (a
+// failed liveness probe, say), and the same listed as lines after a heading ("" when there
+// are none).
+func podEvents(ctx context.Context, clientset *kubernetes.Clientset, pod *corev1.Pod) ([]corev1.Event, string) {
 	list, err := clientset.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod.Name})
 	if err != nil {
-		return "\nits Pod's events could not be read: " + err.Error()
+		return nil, "\nits Pod's events could not be read: " + err.Error()
 	}
 	var b strings.Builder
 	for _, e := range list.Items {
 		fmt.Fprintf(&b, "\n%s %s %s (%d times): %s", e.LastTimestamp.UTC().Format(time.RFC3339), e.Type, e.Reason, e.Count, e.Message)
 	}
 	if b.Len() == 0 {
-		return ""
+		return list.Items, ""
 	}
-	return "\nits Pod's events:" + b.String()
+	return list.Items, "\nits Pod's events:" + b.String()
 }
 
 // clientsetOf is a clientset of p's API server.

@@ -19,6 +19,7 @@ package dashboard_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -222,7 +223,8 @@ func TestDashboard(t *testing.T) {
 			chromedp.Evaluate(`document.querySelectorAll('a[download]').length`, &downloads),
 		)).To(Succeed())
 		g.Expect([]int{forms, buttons, downloads}).To(Equal([]int{0, 0, 0}), "forms, action buttons and downloads")
-		g.Expect(textOf(tab, `#live .summary .badge`)).To(BeElementOf("Ready", "Updating"), "the viewer sees the cluster (its workers may still be scaling)")
+		g.Eventually(func() string { return textOf(tab, `#live .summary .badge`) }).WithTimeout(30*time.Second).
+			Should(BeElementOf("Ready", "Updating"), "the viewer sees the cluster (its workers may still be scaling)")
 
 		// The action endpoint, called with the page's own token: the API server refuses.
 		var status int
@@ -304,14 +306,31 @@ func newTab(t *testing.T, browser string) context.Context {
 }
 
 // textOf waits for the selector and returns its text.
+//
+// The element is found and read in one script: a live update replaces the part of the page
+// it is in at any time, and an element read after it was replaced has no text.
 func textOf(tab context.Context, selector string) string {
 	ctx, cancel := context.WithTimeout(tab, 30*time.Second)
 	defer cancel()
-	var text string
-	if err := chromedp.Run(ctx, chromedp.Text(selector, &text, chromedp.ByQuery)); err != nil {
+	quoted, err := json.Marshal(selector)
+	if err != nil {
 		return fmt.Sprintf("(%s: %v)", selector, err)
 	}
-	return strings.TrimSpace(text)
+	for {
+		var text *string
+		err := chromedp.Run(ctx, chromedp.Evaluate(fmt.Sprintf(`document.querySelector(%s)?.innerText ?? null`, quoted), &text))
+		switch {
+		case err != nil:
+			return fmt.Sprintf("(%s: %v)", selector, err)
+		case text != nil:
+			return strings.TrimSpace(*text)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Sprintf("(%s: no such element)", selector)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // waitLive waits until the page's event stream is connected.
