@@ -199,7 +199,7 @@ type restart struct {
 	// wrote before and its Pod's events.
 	description string
 	// starved is true when the kubelet killed it for failing its liveness probe, every
-	// failure was a timeout (or a refused connection while it started again), and the log
+	// failure was a timeout (at least one) or a refused connection while it started again, and the log
 	// it wrote before shows no panic or fatal error.
 	starved bool
 }
@@ -210,19 +210,21 @@ func livenessTimeoutsOnly(events []corev1.Event, previousLog string) bool {
 	if strings.Contains(previousLog, "panic:") || strings.Contains(previousLog, "fatal error:") {
 		return false
 	}
-	killed := false
+	killed, timedOut := false, false
 	for _, e := range events {
 		switch {
 		case e.Reason == "Killing" && strings.Contains(e.Message, "failed liveness probe"):
 			killed = true
 		case e.Reason == "Unhealthy" && strings.HasPrefix(e.Message, "Liveness probe failed:"):
-			if !strings.Contains(e.Message, "context deadline exceeded") && !strings.Contains(e.Message, "Client.Timeout exceeded") &&
-				!strings.Contains(e.Message, "connection refused") {
+			switch {
+			case strings.Contains(e.Message, "context deadline exceeded") || strings.Contains(e.Message, "Client.Timeout exceeded"):
+				timedOut = true
+			case !strings.Contains(e.Message, "connection refused"):
 				return false
 			}
 		}
 	}
-	return killed
+	return killed && timedOut
 }
 
 // ManagerLogs are the logs of every manager (every container in the providers' namespaces,

@@ -44,6 +44,7 @@ func TestLivenessTimeoutsOnly(t *testing.T) {
 		{"crashed", []corev1.Event{started}, "panic: runtime error: invalid memory address\n", false},
 		{"killed after timeouts, but its log shows a crash", []corev1.Event{timeout, killing}, "fatal error: concurrent map writes\n", false},
 		{"timeouts without a kill", []corev1.Event{timeout, started}, "", false},
+		{"killed after refused connections only", []corev1.Event{refused, killing}, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			NewWithT(t).Expect(livenessTimeoutsOnly(tc.events, tc.log)).To(Equal(tc.want))
