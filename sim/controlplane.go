@@ -59,6 +59,7 @@ func (n *Node) startControlPlane(ctx context.Context, cfg talosconfig.Provider, 
 	if !n.adopt(ctx, &n.apiServer, s) {
 		return ctx.Err()
 	}
+	go n.supervise(ctx, &n.apiServer, s, func() (*component, error) { return n.startAPIServer(ctx, cfg, etcdTLS) })
 	admin, err := kubeClient(cfg, n.apiServerURL(), "admin", "system:masters")
 	if err == nil {
 		err = waitForAPIServer(ctx, admin, 90*time.Second)
@@ -78,6 +79,7 @@ func (n *Node) startControlPlane(ctx context.Context, cfg talosconfig.Provider, 
 	if !n.adopt(ctx, &n.controllerManager, kcm) {
 		return ctx.Err()
 	}
+	go n.supervise(ctx, &n.controllerManager, kcm, func() (*component, error) { return n.startControllerManager(ctx, cfg) })
 	n.opts.Log.Info("Control plane is up", "kube-apiserver", n.apiServerURL())
 	n.mu.Lock()
 	kubeletRunning := n.kubelet != nil
@@ -135,6 +137,87 @@ func (n *Node) adopt(ctx context.Context, slot **component, c *component) bool {
 	}
 	*slot = c
 	return true
+}
+
+// The kubelet's back-off between restarts of a static pod's container that exited: it
+// starts at restartBackoff and doubles up to maxRestartBackoff, and starts over once a
+// container has run for backoffReset.
+const (
+	restartBackoff    = 10 * time.Second
+	maxRestartBackoff = 5 * time.Minute
+	backoffReset      = 10 * time.Minute
+)
+
+// supervise restarts the component c of *slot with start when its process exits on its
+// own, after the kubelet's back-off, as the kubelet restarts a static pod's container:
+// kube-controller-manager exits when it loses its leader lease, as it does when its node
+// was frozen longer than the lease. It leaves alone a component the node stopped or
+// replaced (its slot no longer holds it), and returns when ctx ends.
+func (n *Node) supervise(ctx context.Context, slot **component, c *component, start func() (*component, error)) {
+	backoff, started := restartBackoff, c.started
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.done:
+		}
+		if !n.holds(slot, c) {
+			return
+		}
+		if time.Since(started) >= backoffReset {
+			backoff = restartBackoff
+		}
+		n.opts.Log.Info("A control-plane component exited: restarting it after a back-off, as the kubelet does",
+			"component", c.name, "backoff", backoff.String(), "log", n.stateDir(c.name+".previous.log"))
+		n.notifyConfigChanged() // the kubelet stand-in reports its static pod not ready now
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff, started = min(2*backoff, maxRestartBackoff), time.Now()
+		next, ok := n.restartComponent(ctx, slot, c, start)
+		if !ok {
+			return
+		}
+		if next != nil {
+			c = next
+			n.notifyConfigChanged()
+		}
+	}
+}
+
+// restartComponent starts the exited component old of *slot again and records the new one
+// in the slot. It reports false when the node stopped or replaced old meanwhile, and a nil
+// component when the start failed (the component's log says why), to be retried.
+func (n *Node) restartComponent(ctx context.Context, slot **component, old *component, start func() (*component, error)) (*component, bool) {
+	// Not beside a start or a restart of the whole control plane for a new config.
+	n.controlPlaneStart.Lock()
+	defer n.controlPlaneStart.Unlock()
+	if ctx.Err() != nil || !n.holds(slot, old) {
+		return nil, false
+	}
+	next, err := start()
+	if err != nil {
+		n.opts.Log.Info("Failed to restart a control-plane component", "component", old.name, "reason", err.Error())
+		return nil, true
+	}
+	next.restarts = old.restarts + 1
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if ctx.Err() != nil || *slot != old {
+		next.stop()
+		return nil, false
+	}
+	*slot = next
+	return next, true
+}
+
+// holds reports whether *slot still holds c.
+func (n *Node) holds(slot **component, c *component) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return *slot == c
 }
 
 // stopComponents stops the node's Kubernetes control-plane processes.

@@ -20,7 +20,13 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -139,6 +145,23 @@ func TestLifecycleAndFaults(t *testing.T) {
 	g.Eventually(func() error { _, err := version(ctx, talos); return err }, 30*time.Second, 500*time.Millisecond).Should(Succeed())
 	g.Eventually(workerReady, time.Minute, 500*time.Millisecond).Should(Equal(corev1.ConditionTrue))
 
+	t.Log("A kube-controller-manager killed with SIGKILL is started again, as the kubelet restarts a static pod: its mirror Pod is Ready with one restart")
+	killed := componentPID(t, "kube-controller-manager", cpAddress)
+	g.Expect(syscall.Kill(killed, syscall.SIGKILL)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		pods, err := kube.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		var mirror *corev1.Pod
+		for i := range pods.Items {
+			if strings.HasPrefix(pods.Items[i].Name, "kube-controller-manager-") {
+				mirror = &pods.Items[i]
+			}
+		}
+		g.Expect(mirror).NotTo(BeNil(), "the mirror Pod of kube-controller-manager")
+		g.Expect(mirror.Status.ContainerStatuses).To(ConsistOf(And(HaveField("Ready", true), HaveField("RestartCount", BeEquivalentTo(1)))))
+	}, time.Minute, time.Second).Should(Succeed())
+	g.Expect(componentPID(t, "kube-controller-manager", cpAddress)).NotTo(Equal(killed), "a new process")
+
 	t.Log("A crashed etcd stays down and the node says so")
 	g.Expect(cp.CrashEtcd()).To(Succeed())
 	_, err = cluster.Talos.EtcdMemberList(ctx, &machine.EtcdMemberListRequest{})
@@ -147,6 +170,32 @@ func TestLifecycleAndFaults(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(services.Messages[0].Services).To(ContainElement(And(
 		HaveField("Id", "etcd"), HaveField("State", "Failed"), HaveField("Health.Unknown", true))), "the etcd service failed")
+}
+
+// componentPID is the process ID of the Kubernetes component (kube-controller-manager) of
+// the node at address, found as ps would: by its command line.
+func componentPID(t *testing.T, component, address string) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue // it exited meanwhile
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if filepath.Base(args[0]) == component && slices.Contains(args, "--bind-address="+address) {
+			return pid
+		}
+	}
+	t.Fatalf("no %s process of the node at %s", component, address)
+	return 0
 }
 
 // TestConfigFromURL boots a node with a talos.config= URL that the server does not answer

@@ -100,12 +100,16 @@ type component struct {
 	shutdown func()
 	// done is closed when the process has exited.
 	done chan struct{}
+	// started is when the process started; restarts counts the processes of the same
+	// static pod that exited before it (the container's restart count).
+	started  time.Time
+	restarts int32
 }
 
 // inProcessComponent is a component that runs in this process until shutdown, which must
 // make it return; done closes when it has.
 func inProcessComponent(name string, shutdown func()) *component {
-	return &component{name: name, shutdown: shutdown, done: make(chan struct{})}
+	return &component{name: name, shutdown: shutdown, done: make(chan struct{}), started: time.Now()}
 }
 
 // startComponent runs binary name of the Kubernetes version of image (binaryFor) with flags
@@ -120,6 +124,8 @@ func (n *Node) startComponent(ctx context.Context, name, image string, flags map
 	for _, flag := range slices.Sorted(maps.Keys(flags)) {
 		args = append(args, "--"+flag+"="+flags[flag])
 	}
+	// The log of the process before it stays, as the kubelet keeps a container's previous log.
+	_ = os.Rename(n.stateDir(name+".log"), n.stateDir(name+".previous.log"))
 	logFile, err := os.Create(n.stateDir(name + ".log"))
 	if err != nil {
 		return nil, err
@@ -132,7 +138,7 @@ func (n *Node) startComponent(ctx context.Context, name, image string, flags map
 		_ = logFile.Close()
 		return nil, fmt.Errorf("failed to start %s: %w", name, err)
 	}
-	c := &component{name: name, cmd: cmd, done: make(chan struct{})}
+	c := &component{name: name, cmd: cmd, done: make(chan struct{}), started: time.Now()}
 	go func() {
 		// The exit status says nothing new: the node is stopping it, or it failed and its
 		// log in the state directory says why.

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/safe"
@@ -54,6 +55,10 @@ type staticPod struct {
 	// configVersion is the version of the pod's definition (APIServerConfig and the like),
 	// which Talos puts on the pod and talosctl upgrade-k8s waits for.
 	configVersion string
+	// started is when the component's process started (zero before it has); restarts
+	// counts its processes that exited before it.
+	started  time.Time
+	restarts int32
 }
 
 type staticPods []staticPod
@@ -68,10 +73,18 @@ func (n *Node) staticPods(cfg talosconfig.Provider) staticPods {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return staticPods{
-		{name: "kube-apiserver", image: cfg.K8sAPIServerConfig().Image(), ready: n.apiServer.running() && n.etcd != nil},
-		{name: "kube-controller-manager", image: cfg.K8sControllerManagerConfig().Image(), ready: n.controllerManager.running()},
+		staticPod{name: "kube-apiserver", image: cfg.K8sAPIServerConfig().Image(), ready: n.apiServer.running() && n.etcd != nil}.of(n.apiServer),
+		staticPod{name: "kube-controller-manager", image: cfg.K8sControllerManagerConfig().Image(), ready: n.controllerManager.running()}.of(n.controllerManager),
 		{name: "kube-scheduler", image: cfg.K8sSchedulerConfig().Image(), ready: true},
 	}.withVersions(versions)
+}
+
+// of is sp with the start time and restart count of its component c, if there is one.
+func (sp staticPod) of(c *component) staticPod {
+	if c != nil {
+		sp.started, sp.restarts = c.started, c.restarts
+	}
+	return sp
 }
 
 // withVersions sets each pod's config version from versions (by component name).
@@ -133,7 +146,10 @@ func staticPodStatus(ip string, sp staticPod, started metav1.Time) corev1.PodSta
 	if sp.ready {
 		status = corev1.ConditionTrue
 	}
-	now := metav1.Now()
+	now, containerStarted := metav1.Now(), started
+	if !sp.started.IsZero() {
+		containerStarted = metav1.NewTime(sp.started)
+	}
 	return corev1.PodStatus{
 		Phase:  corev1.PodRunning,
 		HostIP: ip, PodIP: ip,
@@ -146,8 +162,8 @@ func staticPodStatus(ip string, sp staticPod, started metav1.Time) corev1.PodSta
 			{Type: corev1.PodReady, Status: status, LastTransitionTime: now},
 		},
 		ContainerStatuses: []corev1.ContainerStatus{{
-			Name: sp.name, Image: sp.image, ImageID: sp.image, Ready: sp.ready, Started: ptr.To(true),
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}},
+			Name: sp.name, Image: sp.image, ImageID: sp.image, Ready: sp.ready, Started: ptr.To(true), RestartCount: sp.restarts,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: containerStarted}},
 		}},
 	}
 }
