@@ -493,6 +493,13 @@ func createCluster(ctx context.Context, c client.Client, opts Options, rec *Reco
 // webhookWait bounds how long applyWhenWebhooksAnswer waits for the providers' webhooks.
 const webhookWait = 2 * time.Minute
 
+// Transient tells whether err is an API server that could not answer a request now (an
+// internal error such as an unreachable webhook, a timeout, an unavailable server) rather
+// than one that refused it: the same request may succeed when tried again.
+func Transient(err error) bool {
+	return apierrors.IsInternalError(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsServiceUnavailable(err)
+}
+
 // applyWhenWebhooksAnswer applies obj, trying again while the API server cannot reach a
 // webhook (an internal error or a timeout): the providers' Pods were just installed, and one
 // restarted by a rollout, or slow on a busy machine, answers a little later. A refusal of
@@ -502,8 +509,7 @@ func applyWhenWebhooksAnswer(ctx context.Context, c client.Client, obj *unstruct
 	said := false
 	for {
 		err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner("talon-up"), client.ForceOwnership)
-		transient := apierrors.IsInternalError(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsServiceUnavailable(err)
-		if !transient || time.Now().After(deadline) {
+		if !Transient(err) || time.Now().After(deadline) {
 			return err
 		}
 		if !said {

@@ -47,7 +47,33 @@ func TestLivenessTimeoutsOnly(t *testing.T) {
 		{"killed after refused connections only", []corev1.Event{refused, killing}, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			NewWithT(t).Expect(livenessTimeoutsOnly(tc.events, tc.log)).To(Equal(tc.want))
+			NewWithT(t).Expect(starvedRestart(tc.events, tc.log)).To(Equal(tc.want))
+		})
+	}
+}
+
+// TestLeaseRenewalTimedOut: a manager that exited because it could not renew its leader
+// lease in time (the lines of Cluster API v1.14's core manager on a busy machine) is told
+// apart from one that lost its lease otherwise or crashed after.
+func TestLeaseRenewalTimedOut(t *testing.T) {
+	const (
+		update = `E1202 15:36:15.433492       1 leaderelection.go:497] "Failed to update lease" err="client rate limiter Wait returned an error: rate: Wait(n=1) would exceed context deadline" lock="capi-system/controller-leader-election-capi"` + "\n"
+		renew  = `I1202 15:36:15.566817       1 leaderelection.go:304] "Failed to renew lease" lock="capi-system/controller-leader-election-capi" err="context deadline exceeded"` + "\n"
+		lost   = `E1202 15:36:15.588374       1 main.go:415] "Problem running manager" err="leader election lost" logger="setup"` + "\n"
+		work   = `I1202 15:35:50.727342       1 machine_controller_phases.go:315] "Waiting for infrastructure provider"` + "\n"
+	)
+	for _, tc := range []struct {
+		name string
+		log  string
+		want bool
+	}{
+		{"renewal ran past its deadline", work + update + renew + lost, true},
+		{"lost without a late renewal", work + lost, false},
+		{"a late renewal, but it went on", work + renew + work, false},
+		{"a late renewal, then a crash", work + renew + lost + "panic: runtime error: index out of range\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			NewWithT(t).Expect(starvedRestart(nil, tc.log)).To(Equal(tc.want))
 		})
 	}
 }

@@ -192,7 +192,21 @@ func patchControlPlane(ctx context.Context, c client.Client, gvk schema.GroupVer
 	if err != nil {
 		return err
 	}
-	return c.Patch(ctx, tcp, client.RawPatch(types.MergePatchType, patch))
+	// On a busy machine the API server may fail to reach the provider's webhook in time, as
+	// it may for a user's kubectl, who tries again: so does the test, for a while. A refusal
+	// is returned at once.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		err := c.Patch(ctx, tcp, client.RawPatch(types.MergePatchType, patch))
+		if !quickstart.Transient(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(2 * time.Second):
+		}
+	}
 }
 
 // expectSideroControlPlane waits until CACPPT's control plane is three usable Machines of
