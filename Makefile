@@ -8,6 +8,12 @@ SHELL := /usr/bin/env bash -o pipefail
 .DEFAULT_GOAL := help
 
 ROOT := $(abspath .)
+
+# One compile configuration for every build, test, lint run and tool: no cgo (nothing here
+# needs it) and trimmed paths, so the dependency tree is compiled once and every step after
+# the first reuses Go's build cache.
+export CGO_ENABLED := 0
+export GOFLAGS := $(strip -trimpath $(filter-out -trimpath,$(GOFLAGS)))
 BIN := $(ROOT)/bin
 OUT := $(ROOT)/out
 PROVIDERS := bootstrap controlplane infrastructure
@@ -75,6 +81,15 @@ TOOLS := $(CONTROLLER_GEN) $(KUSTOMIZE) $(GOTESTSUM) $(GOLANGCI_LINT) $(KUBE_API
 	$(KUBE_NEXT_APISERVER) $(KUBE_NEXT_CONTROLLER_MANAGER) $(KUBE_PREV_APISERVER) $(KUBE_PREV_CONTROLLER_MANAGER) \
 	$(SIDERO_BOOTSTRAP_MANAGER) $(SIDERO_CONTROLPLANE_MANAGER) $(VERSITYGW) \
 	$(KUBE_SCHEDULER) $(KUBELET) $(KUBE_PROXY) $(CRI_DOCKERD) $(HELM)
+# What talon up needs (make quickstart): kustomize for the manifests; etcd, kube-apiserver and
+# kube-controller-manager for the plane; clusterctl and Cluster API's manager; the v1.37
+# kube-apiserver and kube-controller-manager of the simulator image (talon up's default
+# Kubernetes is v1.37).
+QUICKSTART_TOOLS := $(KUSTOMIZE) $(ETCD) $(KUBE_APISERVER) $(KUBE_CONTROLLER_MANAGER) $(CLUSTERCTL) $(CAPI_MANAGER) \
+	$(KUBE_NEXT_APISERVER) $(KUBE_NEXT_CONTROLLER_MANAGER)
+# What a kubelet-run plane adds (talon up --managers pods): its node's binaries, and Helm,
+# which renders cert-manager's install manifest.
+POD_TOOLS := $(KUBE_SCHEDULER) $(KUBELET) $(KUBE_PROXY) $(CRI_DOCKERD) $(HELM)
 
 ##@ General
 
@@ -87,7 +102,7 @@ help: ## Show this help
 ##@ Development
 
 .PHONY: quickstart
-quickstart: tools build release-manifests ## Start a local management plane with a 1 + 2 Talos cluster (talon up; talon down removes it)
+quickstart: $(QUICKSTART_TOOLS) build release-manifests $(if $(findstring pods,$(QUICKSTART_ARGS)),$(POD_TOOLS) pause-image docker-build cert-manager) ## Start a local management plane with a 1 + 2 Talos cluster (talon up; talon down removes it); QUICKSTART_ARGS="--managers pods" builds the pieces of a kubelet-run plane too
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory sim-image; fi
 	$(BIN)/talon up $(QUICKSTART_ARGS)
 
@@ -308,57 +323,67 @@ clean: ## Remove out/ (bin/ keeps the cached tools; delete it by hand to rebuild
 
 ##@ Tools (built from hack/tools, cached in bin/)
 
+# Each rule builds through hack/tools/cache.sh, which keeps every tool in a cache keyed by its
+# module's go.mod and go.sum, the Go version, the build flags and the command: a fresh clone, or
+# a checkout whose go.mod files merely have new dates, links the kept binaries into bin/ in
+# seconds instead of linking them again. The rules are safe under make -j.
+TOOL_CACHE := $(ROOT)/hack/tools/cache.sh
+# $(call gotool,<module dir under hack/tools>,<go build flags>,<package>): a tool of that module.
+gotool = cd hack/tools/$(1) && $(TOOL_CACHE) $@ go.mod go.sum -- go build $(2) -o {} $(3)
+
 $(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
-	cd hack/tools && go build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
+	$(call gotool,.,,sigs.k8s.io/controller-tools/cmd/controller-gen)
 $(KUSTOMIZE): hack/tools/go.mod hack/tools/go.sum
-	cd hack/tools && go build -o $@ sigs.k8s.io/kustomize/kustomize/v5
+	$(call gotool,.,,sigs.k8s.io/kustomize/kustomize/v5)
 $(GOTESTSUM): hack/tools/go.mod hack/tools/go.sum
-	cd hack/tools && go build -o $@ gotest.tools/gotestsum
+	$(call gotool,.,,gotest.tools/gotestsum)
 $(VERSITYGW): hack/tools/versitygw/go.mod hack/tools/versitygw/go.sum
-	cd hack/tools/versitygw && CGO_ENABLED=0 go build -trimpath -o $@ github.com/versity/versitygw/cmd/versitygw
+	$(call gotool,versitygw,,github.com/versity/versitygw/cmd/versitygw)
 $(GOLANGCI_LINT): hack/tools/lint/go.mod hack/tools/lint/go.sum
-	cd hack/tools/lint && go build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+	$(call gotool,lint,,github.com/golangci/golangci-lint/v2/cmd/golangci-lint)
 # Kubernetes binaries report the version they were built from (clusterctl refuses an API
 # server that reports none), as the release build stamps it.
 kube_ldflags = $(shell cd $(1) && v=$$(go list -m -f '{{.Version}}' k8s.io/kubernetes) && \
 	m=$${v#v}; echo "-X k8s.io/component-base/version.gitVersion=$$v -X k8s.io/component-base/version.gitMajor=$${m%%.*} \
 	-X k8s.io/component-base/version.gitMinor=$$(echo $$m | cut -d. -f2) -X k8s.io/component-base/version.gitTreeState=clean")
+# $(call kubetool,<module dir under hack/tools>,<command>): a Kubernetes binary of that minor.
+kubetool = $(call gotool,$(1),-ldflags "$(call kube_ldflags,hack/tools/$(1))",k8s.io/kubernetes/cmd/$(2))
 $(KUBE_APISERVER): hack/tools/kubernetes/go.mod hack/tools/kubernetes/go.sum
-	cd hack/tools/kubernetes && CGO_ENABLED=0 go build -trimpath -ldflags "$(call kube_ldflags,hack/tools/kubernetes)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+	$(call kubetool,kubernetes,kube-apiserver)
 $(KUBE_CONTROLLER_MANAGER): hack/tools/kubernetes/go.mod hack/tools/kubernetes/go.sum
-	cd hack/tools/kubernetes && CGO_ENABLED=0 go build -trimpath -ldflags "$(call kube_ldflags,hack/tools/kubernetes)" -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
+	$(call kubetool,kubernetes,kube-controller-manager)
 $(KUBE_NEXT_APISERVER): hack/tools/kubernetes-1.37/go.mod hack/tools/kubernetes-1.37/go.sum
-	cd hack/tools/kubernetes-1.37 && CGO_ENABLED=0 go build -trimpath -ldflags "$(call kube_ldflags,hack/tools/kubernetes-1.37)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+	$(call kubetool,kubernetes-1.37,kube-apiserver)
 $(KUBE_NEXT_CONTROLLER_MANAGER): hack/tools/kubernetes-1.37/go.mod hack/tools/kubernetes-1.37/go.sum
-	cd hack/tools/kubernetes-1.37 && CGO_ENABLED=0 go build -trimpath -ldflags "$(call kube_ldflags,hack/tools/kubernetes-1.37)" -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
+	$(call kubetool,kubernetes-1.37,kube-controller-manager)
 $(KUBE_PREV_APISERVER): hack/tools/kubernetes-1.35/go.mod hack/tools/kubernetes-1.35/go.sum
-	cd hack/tools/kubernetes-1.35 && CGO_ENABLED=0 go build -trimpath -ldflags "$(call kube_ldflags,hack/tools/kubernetes-1.35)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+	$(call kubetool,kubernetes-1.35,kube-apiserver)
 $(KUBE_PREV_CONTROLLER_MANAGER): hack/tools/kubernetes-1.35/go.mod hack/tools/kubernetes-1.35/go.sum
-	cd hack/tools/kubernetes-1.35 && CGO_ENABLED=0 go build -trimpath -ldflags "$(call kube_ldflags,hack/tools/kubernetes-1.35)" -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
+	$(call kubetool,kubernetes-1.35,kube-controller-manager)
 $(KUBE_SCHEDULER): hack/tools/kubernetes/go.mod hack/tools/kubernetes/go.sum
-	cd hack/tools/kubernetes && CGO_ENABLED=0 go build -trimpath -ldflags "$(call kube_ldflags,hack/tools/kubernetes)" -o $@ k8s.io/kubernetes/cmd/kube-scheduler
+	$(call kubetool,kubernetes,kube-scheduler)
 $(KUBELET): hack/tools/kubernetes/go.mod hack/tools/kubernetes/go.sum
-	cd hack/tools/kubernetes && CGO_ENABLED=0 go build -trimpath -ldflags "$(call kube_ldflags,hack/tools/kubernetes)" -o $@ k8s.io/kubernetes/cmd/kubelet
+	$(call kubetool,kubernetes,kubelet)
 $(KUBE_PROXY): hack/tools/kubernetes/go.mod hack/tools/kubernetes/go.sum
-	cd hack/tools/kubernetes && CGO_ENABLED=0 go build -trimpath -ldflags "$(call kube_ldflags,hack/tools/kubernetes)" -o $@ k8s.io/kubernetes/cmd/kube-proxy
+	$(call kubetool,kubernetes,kube-proxy)
 # cri-dockerd is built as its own main module with one change (hack/tools/cri-dockerd/build.sh).
 $(CRI_DOCKERD): hack/tools/cri-dockerd/build.sh hack/tools/cri-dockerd/oom_score_adj.go.in
-	bash hack/tools/cri-dockerd/build.sh $@
+	cd hack/tools/cri-dockerd && $(TOOL_CACHE) $@ build.sh oom_score_adj.go.in -- bash build.sh {}
 # Helm as its release reports itself (version, and the Kubernetes version charts are checked against).
 $(HELM): hack/tools/helm/go.mod hack/tools/helm/go.sum
-	cd hack/tools/helm && CGO_ENABLED=0 go build -trimpath -ldflags "-X helm.sh/helm/v3/internal/version.version=$$(go list -m -f '{{.Version}}' helm.sh/helm/v3) \
-		-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=36" -o $@ helm.sh/helm/v3/cmd/helm
+	$(call gotool,helm,-ldflags "-X helm.sh/helm/v3/internal/version.version=$$(go list -m -f '{{.Version}}' helm.sh/helm/v3) \
+		-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=36",helm.sh/helm/v3/cmd/helm)
 $(ETCD): hack/tools/etcd/go.mod hack/tools/etcd/go.sum
-	cd hack/tools/etcd && go build -o $@ go.etcd.io/etcd/server/v3
+	$(call gotool,etcd,,go.etcd.io/etcd/server/v3)
 $(CLUSTERCTL): hack/tools/capi/go.mod hack/tools/capi/go.sum
-	cd hack/tools/capi && go build -o $@ sigs.k8s.io/cluster-api/cmd/clusterctl
+	$(call gotool,capi,,sigs.k8s.io/cluster-api/cmd/clusterctl)
 $(CAPI_MANAGER): hack/tools/capi/go.mod hack/tools/capi/go.sum
-	cd hack/tools/capi && CGO_ENABLED=0 go build -trimpath -o $@ sigs.k8s.io/cluster-api/core
+	$(call gotool,capi,,sigs.k8s.io/cluster-api/core)
+$(SIDERO_BOOTSTRAP_MANAGER): hack/tools/sidero/go.mod hack/tools/sidero/go.sum
+	$(call gotool,sidero,,$(SIDERO_BOOTSTRAP_MODULE))
+$(SIDERO_CONTROLPLANE_MANAGER): hack/tools/sidero/go.mod hack/tools/sidero/go.sum
+	$(call gotool,sidero,,$(SIDERO_CONTROLPLANE_MODULE))
 # talosctl as Talos' release builds it; hack/tools/talosctl/go.mod carries Talos' own replace
 # directives (a module's replaces apply only in its main module, so "go install" refuses it).
-$(SIDERO_BOOTSTRAP_MANAGER): hack/tools/sidero/go.mod hack/tools/sidero/go.sum
-	cd hack/tools/sidero && CGO_ENABLED=0 go build -trimpath -o $@ $(SIDERO_BOOTSTRAP_MODULE)
-$(SIDERO_CONTROLPLANE_MANAGER): hack/tools/sidero/go.mod hack/tools/sidero/go.sum
-	cd hack/tools/sidero && CGO_ENABLED=0 go build -trimpath -o $@ $(SIDERO_CONTROLPLANE_MODULE)
 $(TALOSCTL): hack/tools/talosctl/go.mod hack/tools/talosctl/go.sum
-	cd hack/tools/talosctl && CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -ldflags "-s -w" -o $@ github.com/siderolabs/talos/cmd/talosctl
+	$(call gotool,talosctl,-tags grpcnotrace -ldflags "-s -w",github.com/siderolabs/talos/cmd/talosctl)

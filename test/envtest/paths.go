@@ -41,14 +41,32 @@ import (
 // Providers are Talon's three providers, named as their config/ directories.
 var Providers = []string{"bootstrap", "controlplane", "infrastructure"}
 
-// RepoRoot returns the root of the Talon repository this package was built from.
+// RepoRoot returns the root of the Talon repository this package was built from: the
+// directory of this source file when the build kept its path, else (a build with -trimpath,
+// as make runs every test) the nearest directory above the working directory, which go test
+// sets to the package's own, whose go.mod declares Talon's module.
 func RepoRoot() string {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		panic("cannot locate the envtest package's source file")
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		return filepath.Join(filepath.Dir(file), "..", "..")
 	}
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	dir, err := os.Getwd()
+	if err != nil {
+		panic(fmt.Sprintf("cannot locate the Talon repository: %v", err))
+	}
+	for {
+		if mod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.HasPrefix(mod, []byte("module "+module+"\n")) {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			panic("cannot locate the Talon repository: no directory above the working directory has its go.mod")
+		}
+		dir = parent
+	}
 }
+
+// module is the path of Talon's Go module.
+const module = "github.com/talon-capi/talon"
 
 // BinDir returns where the pinned binaries live: KUBEBUILDER_ASSETS if set, else bin/.
 func BinDir() string {
