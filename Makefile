@@ -81,12 +81,17 @@ TOOLS := $(CONTROLLER_GEN) $(KUSTOMIZE) $(GOTESTSUM) $(GOLANGCI_LINT) $(KUBE_API
 	$(KUBE_NEXT_APISERVER) $(KUBE_NEXT_CONTROLLER_MANAGER) $(KUBE_PREV_APISERVER) $(KUBE_PREV_CONTROLLER_MANAGER) \
 	$(SIDERO_BOOTSTRAP_MANAGER) $(SIDERO_CONTROLPLANE_MANAGER) $(VERSITYGW) \
 	$(KUBE_SCHEDULER) $(KUBELET) $(KUBE_PROXY) $(CRI_DOCKERD) $(HELM)
+# The pinned Kubernetes version: the plane's, envtest's and a simulated node's by default.
+KUBE_VERSION = $(shell awk '$$1 == "k8s.io/kubernetes" { print $$2 }' hack/tools/kubernetes/go.mod)
+# The Kubernetes version of the quickstart's cluster: the pinned one, whose binaries the plane
+# runs anyway. A v1.37 version builds that minor's binaries into the simulator image too.
+QUICKSTART_KUBERNETES ?= $(KUBE_VERSION)
+QUICKSTART_NEXT_MINOR = $(findstring v1.37.,$(QUICKSTART_KUBERNETES))
 # What talon up needs (make quickstart): kustomize for the manifests; etcd, kube-apiserver and
-# kube-controller-manager for the plane; clusterctl and Cluster API's manager; the v1.37
-# kube-apiserver and kube-controller-manager of the simulator image (talon up's default
-# Kubernetes is v1.37).
-QUICKSTART_TOOLS := $(KUSTOMIZE) $(ETCD) $(KUBE_APISERVER) $(KUBE_CONTROLLER_MANAGER) $(CLUSTERCTL) $(CAPI_MANAGER) \
-	$(KUBE_NEXT_APISERVER) $(KUBE_NEXT_CONTROLLER_MANAGER)
+# kube-controller-manager for the plane and the simulated nodes; clusterctl and Cluster API's
+# manager.
+QUICKSTART_TOOLS = $(KUSTOMIZE) $(ETCD) $(KUBE_APISERVER) $(KUBE_CONTROLLER_MANAGER) $(CLUSTERCTL) $(CAPI_MANAGER) \
+	$(if $(QUICKSTART_NEXT_MINOR),$(KUBE_NEXT_APISERVER) $(KUBE_NEXT_CONTROLLER_MANAGER))
 # What a kubelet-run plane adds (talon up --managers pods): its node's binaries, and Helm,
 # which renders cert-manager's install manifest.
 POD_TOOLS := $(KUBE_SCHEDULER) $(KUBELET) $(KUBE_PROXY) $(CRI_DOCKERD) $(HELM)
@@ -102,9 +107,9 @@ help: ## Show this help
 ##@ Development
 
 .PHONY: quickstart
-quickstart: $(QUICKSTART_TOOLS) build release-manifests $(if $(findstring pods,$(QUICKSTART_ARGS)),$(POD_TOOLS) pause-image docker-build cert-manager) ## Start a local management plane with a 1 + 2 Talos cluster (talon up; talon down removes it); QUICKSTART_ARGS="--managers pods" builds the pieces of a kubelet-run plane too
-	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory sim-image; fi
-	$(BIN)/talon up $(QUICKSTART_ARGS)
+quickstart: $(QUICKSTART_TOOLS) build release-manifests $(if $(findstring pods,$(QUICKSTART_ARGS)),$(POD_TOOLS) pause-image docker-build cert-manager) ## Start a local management plane with a 1 + 2 Talos cluster (talon up; talon down removes it) at QUICKSTART_KUBERNETES; QUICKSTART_ARGS="--managers pods" builds the pieces of a kubelet-run plane too
+	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory sim-image SIM_NEXT_MINOR=$(QUICKSTART_NEXT_MINOR); fi
+	$(BIN)/talon up --kubernetes-version $(QUICKSTART_KUBERNETES) $(QUICKSTART_ARGS)
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) $(KUSTOMIZE) ## Generate deep copies, CRDs and RBAC roles from the Go sources, and the Helm chart's copies of them
@@ -156,32 +161,44 @@ tools: $(TOOLS) ## Build every pinned tool and management-plane binary into bin/
 ##@ Test
 
 .PHONY: test
-test: verify-gen lint release-manifests tools test-deps $(if $(findstring docker,$(TALON_REQUIRE)),sim-image) $(if $(findstring kubelet,$(TALON_REQUIRE)),pause-image docker-build sidero-images cert-manager) test-go ## Run verify-gen, lint and every test (the CI entry point)
+test: ## Run verify-gen, lint and every test (the CI entry point), then print each phase's time and CPU, the packages' and the 20 slowest tests' times (hack/test.sh)
+	@MAKE="$(MAKE)" OUT="$(OUT)" TALON_REQUIRE="$(TALON_REQUIRE)" bash hack/test.sh
 
 .PHONY: test-deps
 test-deps: ## Install the Debian packages the bare-metal tests need (QEMU, iPXE, OVMF, dnsmasq), if missing
 	@bash hack/install-test-deps.sh || echo "Could not install the test packages: the qemu, netns and browser layers cannot run (they fail when in TALON_REQUIRE)"
 
-# The packages whose tests run longest, started first. go test runs as many test binaries at
-# once as there are cores, starting them in the order they are named: with ./... alone the
-# control plane's and the deployed tests' packages took both cores for about 40 minutes and
-# the end-to-end suite started only after them. Named first, the end-to-end suite runs beside
-# the control plane's package and the deployed tests follow it, while the short packages
-# fill the other core.
+# The order test packages start in. go test runs as many test binaries at once as there are
+# cores, starting them in the order they are named: the control plane's package and the
+# end-to-end suite first (the two long chains), the deployed tests after the end-to-end suite,
+# then every other package longest first as hack/test-times.txt (the last measured run's
+# out/test-times.txt) has them. internal/plane comes last: its kubelet-run plane waits for the
+# one the end-to-end and deployed tests hold (one per Docker Engine), and would keep a core
+# idle while it waits.
 SLOW_TEST_PACKAGES := $(addprefix github.com/talon-capi/talon/,controlplane/reconcilers/taloscontrolplane test/e2e test/deployed)
-# Every test event of the last run (go test -json), read by "$(GOTESTSUM) tool slowest".
+LAST_TEST_PACKAGES := github.com/talon-capi/talon/internal/plane
+# Every test event of the last run (go test -json), read by hack/testreport and hack/testfailures.
 TEST_JSON := $(OUT)/test-events.json
 
 .PHONY: test-go
-test-go: $(TOOLS) build $(if $(findstring docker,$(TALON_REQUIRE)),sim-image) $(if $(findstring kubelet,$(TALON_REQUIRE)),pause-image docker-build sidero-images cert-manager) ## Run the Go tests (unit and envtest) with gotestsum, then list the tests that took over a minute and, last, the ones that failed
+test-go: $(TOOLS) build $(if $(findstring docker,$(TALON_REQUIRE)),sim-image) $(if $(findstring kubelet,$(TALON_REQUIRE)),pause-image docker-build sidero-images cert-manager) ## Run the Go tests with gotestsum, the longest packages first, then list the ones that failed
 	@mkdir -p $(OUT)
 	@# The end-to-end and deployed tests run this build's programs from bin/ (test/clusters.Programs).
-	packages=$$(go list ./... | grep -vxF $(addprefix -e ,$(SLOW_TEST_PACKAGES))); \
+	packages=$$(go run ./hack/testreport -order hack/test-times.txt $$(go list ./... | grep -vxF $(addprefix -e ,$(SLOW_TEST_PACKAGES) $(LAST_TEST_PACKAGES)))); \
 	KUBEBUILDER_ASSETS=$(BIN) TALON_PROGRAMS_DIR=$(BIN) TALON_REQUIRE=$(TALON_REQUIRE) TALON_SIM_IMAGE=$(SIM_IMAGE) TALON_PAUSE_IMAGE=$(PAUSE_IMAGE) \
 		$(GOTESTSUM) --format testname --format-hide-empty-pkg --jsonfile $(TEST_JSON) -- -count=1 -timeout $(TEST_TIMEOUT) \
-		$(SLOW_TEST_PACKAGES) $$packages || status=$$?; \
-		echo "Tests over a minute:"; $(GOTESTSUM) tool slowest --jsonfile $(TEST_JSON) --threshold 60s; \
+		$(SLOW_TEST_PACKAGES) $$packages $(LAST_TEST_PACKAGES) || status=$$?; \
 		go run ./hack/testfailures $(TEST_JSON) || true; exit $${status:-0}
+
+# What the short tier needs: the envtest plane (etcd, kube-apiserver; kube-controller-manager
+# for internal/plane's plane of processes), kustomize for the CRDs, clusterctl and the release
+# manifests for test/manifests and the moves, versitygw for the S3 tests.
+SHORT_TOOLS := $(KUSTOMIZE) $(ETCD) $(KUBE_APISERVER) $(KUBE_CONTROLLER_MANAGER) $(CLUSTERCTL) $(VERSITYGW) $(GOTESTSUM)
+
+.PHONY: test-short
+test-short: $(SHORT_TOOLS) release-manifests build ## The inner loop: unit, envtest and light-node tests (go test -short), no heavy simulated node, Docker, network boot or kubelet plane
+	KUBEBUILDER_ASSETS=$(BIN) TALON_PROGRAMS_DIR=$(BIN) TALON_REQUIRE=envtest \
+		$(GOTESTSUM) --format testname --format-hide-empty-pkg -- -short -count=1 -timeout 20m ./...
 
 .PHONY: test-e2e
 test-e2e: release-manifests tools build sim-image pause-image docker-build sidero-images cert-manager ## Run only the end-to-end suite (talon up --managers pods, clusterctl init/describe/move, talon down)
@@ -235,12 +252,14 @@ release-manifests: $(KUSTOMIZE) ## Write the clusterctl components and metadata.
 	done
 	cp $(TEMPLATES) $(OUT)/infrastructure-components-metal-only.yaml $(OUT)/infrastructure-components-metal-boot-service.yaml $(OUT)/repository/infrastructure-talon/$(RELEASE_VERSION)/
 	@# Cluster API's own core provider, built from the module Talon is tested with, so that
-	@# clusterctl init needs nothing from GitHub.
+	@# clusterctl init needs nothing from GitHub, with the probe timeouts and leader election
+	@# times of a small management cluster (hack/management-cluster, docs/managers.md).
 	@# go list -m names no directory for a module the cache does not hold yet: download it first.
 	@go mod download sigs.k8s.io/cluster-api
 	@capi=$$(go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api); capiv=$$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api); \
 		dir=$(OUT)/repository/cluster-api/$$capiv; mkdir -p $$dir; \
-		$(KUSTOMIZE) build $$capi/core/config/default | sed -e "s#gcr.io/k8s-staging-cluster-api/cluster-api-controller:main#$(CAPI_IMAGE_NAME):$$capiv#" \
+		bash hack/management-cluster/build.sh $(KUSTOMIZE) $$capi/core/config/default hack/management-cluster/probes.yaml \
+			hack/management-cluster/capi-leader-election.yaml | sed -e "s#gcr.io/k8s-staging-cluster-api/cluster-api-controller:main#$(CAPI_IMAGE_NAME):$$capiv#" \
 			-e "s#imagePullPolicy: Always#imagePullPolicy: IfNotPresent#" > $$dir/core-components.yaml; \
 		cp $$capi/metadata.yaml $$dir/; \
 		printf -- '- name: cluster-api\n  type: CoreProvider\n  url: file://%s/core-components.yaml\n' $$dir >> $(OUT)/clusterctl.yaml
@@ -260,7 +279,7 @@ release-manifests: $(KUSTOMIZE) ## Write the clusterctl components and metadata.
 		name=$${p%%:*}; rest=$${p#*:}; type=$${rest%%:*}; mod=$${rest#*:}; \
 		moddir=$$(cd hack/tools/sidero && go list -m -f '{{.Dir}}' $$mod); modv=$$(cd hack/tools/sidero && go list -m -f '{{.Version}}' $$mod); \
 		dir=$(OUT)/repository/$$name-talos/$$modv; mkdir -p $$dir; \
-		$(KUSTOMIZE) build $$moddir/config/default 2> >(grep -v "^# Warning" >&2) | \
+		bash hack/management-cluster/build.sh $(KUSTOMIZE) $$moddir/config/default hack/management-cluster/probes.yaml 2> >(grep -v "^# Warning" >&2) | \
 			sed -e "s#\(image: ghcr.io/siderolabs/[^:]*\):latest#\1:$$modv#" -e "s#imagePullPolicy: Always#imagePullPolicy: IfNotPresent#" > $$dir/$$name-components.yaml; \
 		cp $$moddir/config/metadata/metadata.yaml $$dir/; \
 		printf -- '- name: talos\n  type: %s\n  url: file://%s/%s-components.yaml\n' $$type $$dir $$name >> $(OUT)/clusterctl-sidero.yaml; \
@@ -299,12 +318,16 @@ sidero-images: $(SIDERO_BOOTSTRAP_MANAGER) $(SIDERO_CONTROLPLANE_MANAGER) ## Bui
 		docker build --quiet -f hack/Dockerfile.manager -t $$image:$$modv $$dir; \
 	done
 
+# Whether the simulator image carries the next minor's binaries (v1.37); the tests need them,
+# make quickstart at the pinned version does not.
+SIM_NEXT_MINOR ?= yes
+
 .PHONY: sim-image
-sim-image: $(KUBE_APISERVER) $(KUBE_CONTROLLER_MANAGER) $(KUBE_NEXT_APISERVER) $(KUBE_NEXT_CONTROLLER_MANAGER) ## Build the node simulator image: talon sim, kube-apiserver, kube-controller-manager (v1.36 and v1.37) FROM scratch
-	@mkdir -p $(OUT)/sim-image/tmp $(OUT)/sim-image/v1.37
+sim-image: $(KUBE_APISERVER) $(KUBE_CONTROLLER_MANAGER) $(if $(SIM_NEXT_MINOR),$(KUBE_NEXT_APISERVER) $(KUBE_NEXT_CONTROLLER_MANAGER)) ## Build the node simulator image: talon sim, kube-apiserver, kube-controller-manager (v1.36, and v1.37 unless SIM_NEXT_MINOR is empty) FROM scratch
+	@rm -rf $(OUT)/sim-image/v1.37; mkdir -p $(OUT)/sim-image/tmp $(OUT)/sim-image/v1.37
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(OUT)/sim-image/talon ./cmd/talon
 	cp $(KUBE_APISERVER) $(KUBE_CONTROLLER_MANAGER) $(OUT)/sim-image/
-	cp $(KUBE_NEXT_APISERVER) $(KUBE_NEXT_CONTROLLER_MANAGER) $(OUT)/sim-image/v1.37/
+	$(if $(SIM_NEXT_MINOR),cp $(KUBE_NEXT_APISERVER) $(KUBE_NEXT_CONTROLLER_MANAGER) $(OUT)/sim-image/v1.37/)
 	docker build --quiet -f hack/Dockerfile.sim -t $(SIM_IMAGE) $(OUT)/sim-image
 
 .PHONY: pause-image
