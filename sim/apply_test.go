@@ -49,6 +49,7 @@ import (
 func TestApplyModesFollowTheTalosVersion(t *testing.T) {
 	_, err := envtest.Binary("kube-apiserver")
 	require.Layer(t, envtest.Layer, err)
+	require.HeavyNodes(t)
 	for i, version := range []string{"v1.13.3", "v1.14.1"} {
 		t.Run(version, func(t *testing.T) {
 			g := NewWithT(t)

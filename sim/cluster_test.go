@@ -40,6 +40,7 @@ func startNodes(t *testing.T, addresses ...string) []*sim.Node {
 	t.Helper()
 	_, err := envtest.Binary("kube-apiserver")
 	require.Layer(t, envtest.Layer, err)
+	require.HeavyNodes(t)
 	return startNodesWith(t, sim.Options{BinDir: envtest.BinDir(), RebootDelay: 500 * time.Millisecond}, addresses...)
 }
 

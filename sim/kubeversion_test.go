@@ -45,6 +45,7 @@ const nextKubernetesVersion = "v1.37.2"
 func TestKubernetesVersionFollowsConfig(t *testing.T) {
 	_, err := envtest.Binary(filepath.Join("v1.37", "kube-apiserver"))
 	require.Layer(t, envtest.Layer, err)
+	require.HeavyNodes(t)
 	g := NewWithT(t)
 	ctx := t.Context()
 	const address = "127.0.45.1"

@@ -44,6 +44,7 @@ import (
 	"github.com/talon-capi/talon/internal/manager"
 	"github.com/talon-capi/talon/sim/simtest"
 	"github.com/talon-capi/talon/test/envtest"
+	"github.com/talon-capi/talon/test/require"
 )
 
 // TestClusterClassTopology builds a cluster of one control-plane and one worker Machine from
@@ -56,6 +57,7 @@ import (
 // new version are created only once the control plane reports that version
 // (status.versions), which the test checks at every step; the workers skip v1.36.
 func TestClusterClassTopology(t *testing.T) {
+	require.HeavyNodes(t)
 	const oldVersion, midVersion, newVersion = "v1.35.4", simtest.KubernetesVersion, "v1.37.2"
 	g := NewWithT(t)
 	ctx := t.Context()

@@ -39,6 +39,7 @@ import (
 func TestClusterOneProcessPerNode(t *testing.T) {
 	_, err := envtest.Binary("kube-apiserver")
 	require.Layer(t, envtest.Layer, err)
+	require.HeavyNodes(t)
 	g := NewWithT(t)
 	ctx := t.Context()
 	talon := filepath.Join(buildCommands(t), "talon")

@@ -26,7 +26,7 @@ import (
 )
 
 // Layer is the name of this layer in TALON_REQUIRE.
-const Layer = "envtest"
+const Layer = require.Envtest
 
 var (
 	shared    *Environment

@@ -31,10 +31,17 @@ func Required(layer string) bool {
 	return slices.Contains(strings.Split(os.Getenv(EnvVar), ","), layer)
 }
 
+// Envtest is the layer of a real etcd and kube-apiserver in the test process's plane: the one
+// layer the short tier (go test -short, make test-short) runs.
+const Envtest = "envtest"
+
 // Layer lets t run when unavailable is nil. Otherwise it fails t if the layer is required,
-// and skips t with the reason if not.
+// and skips t with the reason if not. Under go test -short every layer but envtest skips.
 func Layer(tb testing.TB, layer string, unavailable error) {
 	tb.Helper()
+	if testing.Short() && layer != Envtest {
+		tb.Skipf("Skipping under -short: the %s layer runs in the full tier (make test)", layer)
+	}
 	if unavailable == nil {
 		return
 	}
@@ -42,4 +49,14 @@ func Layer(tb testing.TB, layer string, unavailable error) {
 		tb.Fatalf("The %s layer is required (%s=%s) but cannot run: %v", layer, EnvVar, os.Getenv(EnvVar), unavailable)
 	}
 	tb.Skipf("Skipping: the %s layer cannot run here: %v (list it in %s to make this a failure)", layer, unavailable, EnvVar)
+}
+
+// HeavyNodes skips tb under go test -short (make test-short): it runs heavy simulated nodes,
+// each with its own etcd member, kube-apiserver and kube-controller-manager (docs/sim.md),
+// which the full tier runs.
+func HeavyNodes(tb testing.TB) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("Skipping under -short: heavy simulated nodes run in the full tier (make test)")
+	}
 }

@@ -47,6 +47,7 @@ import (
 func TestTalosUpgradeSteps(t *testing.T) {
 	_, err := envtest.Binary("kube-apiserver")
 	require.Layer(t, envtest.Layer, err)
+	require.HeavyNodes(t)
 	g := NewWithT(t)
 	ctx := t.Context()
 	const address = "127.0.67.1"

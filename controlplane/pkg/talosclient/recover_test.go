@@ -142,6 +142,7 @@ func expectKeys(t *testing.T, g Gomega, address string) {
 func TestEtcdRecoverFromSnapshot(t *testing.T) {
 	_, err := envtest.Binary("kube-apiserver")
 	require.Layer(t, envtest.Layer, err)
+	require.HeavyNodes(t)
 	g := NewWithT(t)
 	ctx := t.Context()
 
@@ -198,6 +199,7 @@ func TestEtcdRecoverFromSnapshot(t *testing.T) {
 func TestEtcdRecoverSkipHashCheck(t *testing.T) {
 	_, err := envtest.Binary("kube-apiserver")
 	require.Layer(t, envtest.Layer, err)
+	require.HeavyNodes(t)
 	g := NewWithT(t)
 	ctx := t.Context()
 	const addressA, addressB = "127.0.67.5", "127.0.67.6"
@@ -224,6 +226,7 @@ func TestEtcdRecoverSkipHashCheck(t *testing.T) {
 func TestBootstrapRecoverWithoutSnapshot(t *testing.T) {
 	_, err := envtest.Binary("kube-apiserver")
 	require.Layer(t, envtest.Layer, err)
+	require.HeavyNodes(t)
 	g := NewWithT(t)
 	ctx := t.Context()
 	const address = "127.0.67.4"

@@ -68,6 +68,7 @@ import (
 func TestClusterUpgradedInPlace(t *testing.T) {
 	_, err := envtest.Binary(filepath.Join("v1.37", "kube-apiserver"))
 	require.Layer(t, envtest.Layer, err)
+	require.HeavyNodes(t)
 	g := NewWithT(t)
 	ctx := t.Context()
 	env := envtest.Get(t)
@@ -371,6 +372,7 @@ func startCoreManager(t *testing.T, env *envtest.Environment) {
 	t.Helper()
 	binary, err := envtest.Binary("cluster-api-manager")
 	require.Layer(t, envtest.Layer, err)
+	require.HeavyNodes(t)
 	dir := t.TempDir()
 	config, err := env.AdminKubeconfig("cluster-api-manager")
 	if err != nil {

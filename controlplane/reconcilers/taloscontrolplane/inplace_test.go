@@ -138,6 +138,7 @@ func viewNodesOnce(ctx context.Context, env *envtest.Environment, tcp *controlpl
 func TestInPlaceUpdates(t *testing.T) {
 	_, err := envtest.Binary(filepath.Join("v1.37", "kube-apiserver"))
 	require.Layer(t, envtest.Layer, err)
+	require.HeavyNodes(t)
 	g := NewWithT(t)
 	ctx := t.Context()
 	env := envtest.Get(t)

@@ -242,6 +242,7 @@ func surviveKills(tb testing.TB, kills int) (lastStart time.Time) {
 func TestInPlaceUpdateSurvivesSIGKILL(t *testing.T) {
 	_, err := envtest.Binary(filepath.Join("v1.37", "kube-apiserver"))
 	require.Layer(t, envtest.Layer, err)
+	require.HeavyNodes(t)
 	g := NewWithT(t)
 	ctx := t.Context()
 	env := envtest.Get(t)

@@ -130,6 +130,7 @@ func newSimInfra(tb testing.TB, prefix string) *simInfra {
 	tb.Helper()
 	_, err := envtest.Binary("kube-apiserver")
 	require.Layer(tb, envtest.Layer, err)
+	require.HeavyNodes(tb)
 	return &simInfra{t: tb, prefix: prefix, kind: "TalosDockerMachine", nodes: map[string]*sim.Node{}, lb: simtest.NewLoadBalancer(tb, prefix+"254", 6443, 50001)}
 }
 
