@@ -126,6 +126,22 @@ func TestScheduleRetention(t *testing.T) {
 	}, 2*time.Minute, time.Second).Should(Succeed())
 	t.Logf("The prune was retried and finished %s after the credentials were fixed", time.Since(start).Round(time.Second))
 
+	t.Log("A five-field cron schedule is due at its next time: 04:30 on the first of January")
+	yearly := &controlplanev1.TalosEtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "yearly", Namespace: ns},
+		Spec: controlplanev1.TalosEtcdBackupScheduleSpec{ClusterName: "gone", Schedule: "30 4 1 1 *", Storage: storage}}
+	g.Expect(env.Client.Create(ctx, yearly)).To(Succeed())
+	created := yearly.CreationTimestamp.Time.In(time.Local)
+	want := time.Date(created.Year(), time.January, 1, 4, 30, 0, 0, time.Local)
+	if !want.After(created) {
+		want = want.AddDate(1, 0, 0)
+	}
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(yearly), yearly)).To(Succeed())
+		g.Expect(yearly.Status.NextScheduleTime).NotTo(BeNil())
+		g.Expect(yearly.Status.NextScheduleTime.Time).To(BeTemporally("==", want))
+	}, 30*time.Second, 250*time.Millisecond).Should(Succeed())
+	g.Expect(env.Client.Delete(ctx, yearly)).To(Succeed())
+
 	t.Log("A backup that never finishes (no backup controller runs here) makes the next ones skipped, and the schedule says so")
 	stuck := &controlplanev1.TalosEtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "stuck", Namespace: ns},
 		Spec: controlplanev1.TalosEtcdBackupScheduleSpec{ClusterName: "gone", Schedule: "@every 2s", Storage: storage}}
