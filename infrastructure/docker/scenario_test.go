@@ -427,16 +427,6 @@ func (p *endpointProbe) stop() (ok, failed int, longest time.Duration) {
 	return p.ok, p.failed, p.longest
 }
 
-// TestSimRuntime runs the scenario on the in-process runtime: no Docker.
-func TestSimRuntime(t *testing.T) {
-	env := envtest.Get(t)
-	rt := runtime.NewSim(t.Context(), envtest.BinDir(), t.TempDir(), testr.NewWithOptions(t, testr.Options{Verbosity: 1}))
-	startProviders(t, env, rt, "")
-	runScenario(t, env, rt, clusterSpec{
-		name: "quick", namespace: env.NewNamespace(t, "sim-runtime"), subnet: "127.0.70.0/24", controlPlanes: 1, workers: 2,
-	})
-}
-
 // TestDockerRuntime runs the scenario against the Docker Engine with the simulator image
 // standing in for the Talos image and running the load balancer ('talon lb'), and checks
 // that the deleted cluster left no container, volume or network with its labels.

@@ -147,16 +147,21 @@ func MoveAndDelete(ctx context.Context, g Gomega, logf Logf, log io.Writer, bin,
 	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	g.Expect(SecretData(ctx, g, to, ns)).To(Equal(secretsBefore), "secrets moved unchanged")
 	g.Expect(Containers(ctx, g, name)).To(Equal(containersBefore), "no container replaced")
+	DeleteCluster(ctx, g, logf, to, ns, name)
+}
 
-	start = time.Now()
-	g.Expect(to.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})).To(Succeed())
+// DeleteCluster deletes the Docker cluster name of namespace ns and checks that nothing of
+// it is left in Docker: no container, volume or network with its label.
+func DeleteCluster(ctx context.Context, g Gomega, logf Logf, c client.Client, ns, name string) {
+	start := time.Now()
+	g.Expect(c.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		g.Expect(to.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &clusterv1.Cluster{})).To(Satisfy(apierrors.IsNotFound))
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &clusterv1.Cluster{})).To(Satisfy(apierrors.IsNotFound))
 	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	left, err := dockertest.Leftovers(ctx, map[string]string{dockerruntime.LabelCluster: name})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(left).To(BeEmpty())
-	logf("Cluster deleted on the target in %s", time.Since(start).Round(time.Second))
+	logf("Cluster %s/%s deleted in %s", ns, name, time.Since(start).Round(time.Second))
 }
 
 // Containers are the IDs of the running containers of the Docker cluster name, sorted.

@@ -140,8 +140,7 @@ func (s *suite) client(kubeconfig string) client.Client {
 // and Talon as Deployments), a look with talon status and clusterctl describe, scaling
 // workers, Kubernetes patch releases in place (control plane and workers, through Cluster
 // API's hooks) and by replacement with the core manager's in-place gates off, a
-// ClusterClass cluster upgraded through its topology, clusterctl move of a running cluster
-// to a second management plane (managers as processes), deletion, a KubernetesCluster
+// ClusterClass cluster upgraded through its topology and deleted, a KubernetesCluster
 // (the optional API installed as docs/kubernetescluster.md says) built and deleted, and
 // talon down. No manager may have been refused anything by RBAC, nor restarted.
 func TestEndToEnd(t *testing.T) {
@@ -167,7 +166,10 @@ func TestEndToEnd(t *testing.T) {
 	s.updateInPlace(mgmt)
 	s.expectMetricsAndEvents(mgmt)
 	s.topologyUpgrade(mgmt)
-	s.move(mgmt)
+	// clusterctl move is proven by TestEtcdBootstrappedOnce (a Docker cluster from this kind
+	// of management cluster to a plane of processes), TestHelmInstall (after a Helm install),
+	// TestMoveKubernetesCluster (a ClusterClass cluster) and TestMoveMetalCluster.
+	clusters.DeleteCluster(s.t.Context(), s.g, s.t.Logf, mgmt, "topology", "e2e-class")
 	s.kubernetesCluster(mgmt)
 	p, err := plane.Open(filepath.Join(s.out, quickstart.PlaneDirName), nil)
 	s.g.Expect(err).NotTo(HaveOccurred())
@@ -294,22 +296,6 @@ func (s *suite) topologyUpgrade(mgmt client.Client) {
 	classFile := filepath.Join(filepath.Dir(s.clusterctl), "clusterclass-talos-docker.yaml")
 	clusters.CreateClassCluster(s.t.Context(), s.g, s.t.Logf, mgmt, s.bin, classFile, ns, name, dockertest.SimImage())
 	clusters.UpgradeClassCluster(s.t.Context(), s.g, s.t.Logf, mgmt, ns, name)
-}
-
-// move moves the ClusterClass cluster to a second management plane with clusterctl move:
-// no Machine is replaced, no secret regenerated, and the second plane then runs and
-// deletes it, leaving nothing in Docker.
-func (s *suite) move(mgmt client.Client) {
-	ctx, g, t := s.t.Context(), s.g, s.t
-	const ns, name = "topology", "e2e-class"
-	t.Log("A second management plane with Cluster API and Talon installed by clusterctl")
-	target, err := plane.Start(ctx, plane.Options{Dir: filepath.Join(s.out, "target-plane"), BinDir: s.bin, Log: testWriter{t}})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = target.Remove(context.Background()) })
-	g.Expect(quickstart.InstallProviders(ctx, target, s.clusterctl, quickstart.RuntimeDocker, nil)).To(Succeed())
-	clusters.MoveAndDelete(ctx, g, t.Logf, testWriter{t}, s.bin, filepath.Join(s.out, quickstart.PlaneDirName, "kubeconfig"), target.Kubeconfig(),
-		mgmt, s.client(target.Kubeconfig()), ns, name)
-	g.Expect(target.Remove(ctx)).To(Succeed())
 }
 
 // down runs talon down and checks that nothing is left: no process of the management
