@@ -77,6 +77,7 @@ spec:
           httpGet:
             path: /healthz
             port: healthz
+          timeoutSeconds: 5
         name: manager
         ports:
         - containerPort: 9443
@@ -97,6 +98,7 @@ spec:
           httpGet:
             path: /readyz
             port: healthz
+          timeoutSeconds: 5
         {{- with $v.resources }}
         resources:
           {{- toYaml . | nindent 10 }}
