@@ -10,7 +10,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 {
 	echo "resources:"
-	echo "- $dir"
+	# kustomize takes no absolute resource path.
+	echo "- $(realpath --relative-to="$work" "$dir")"
 	echo "patches:"
 	for patch in "$@"; do
 		cp "$patch" "$work/"
