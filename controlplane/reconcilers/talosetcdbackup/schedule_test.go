@@ -130,7 +130,7 @@ func TestScheduleRetention(t *testing.T) {
 	yearly := &controlplanev1.TalosEtcdBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "yearly", Namespace: ns},
 		Spec: controlplanev1.TalosEtcdBackupScheduleSpec{ClusterName: "gone", Schedule: "30 4 1 1 *", Storage: storage}}
 	g.Expect(env.Client.Create(ctx, yearly)).To(Succeed())
-	created := yearly.CreationTimestamp.Time.In(time.Local)
+	created := yearly.CreationTimestamp.In(time.Local)
 	want := time.Date(created.Year(), time.January, 1, 4, 30, 0, 0, time.Local)
 	if !want.After(created) {
 		want = want.AddDate(1, 0, 0)
