@@ -1,7 +1,8 @@
 # Talon: Cluster API providers for Talos Linux.
 #
 # Every tool comes from the Go module proxy at a version pinned in hack/tools/**/go.mod and is
-# built once into bin/; later runs reuse it until its go.mod changes.
+# built once into a cache keyed by its pins (hack/tools/cache.sh), then linked into bin/; later
+# runs and fresh clones reuse it until its pins change.
 
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
