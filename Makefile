@@ -354,6 +354,17 @@ clean: ## Remove out/ (bin/ keeps the cached tools; delete it by hand to rebuild
 TOOL_CACHE := $(ROOT)/hack/tools/cache.sh
 # $(call gotool,<module dir under hack/tools>,<go build flags>,<package>): a tool of that module.
 gotool = cd hack/tools/$(1) && $(TOOL_CACHE) $@ go.mod go.sum -- go build $(2) -o {} $(3)
+# Under make -j, two tools of one module built at once would each compile the dependencies
+# they share; these order-only prerequisites build them one after another, so that -j overlaps
+# only tools whose dependency trees differ.
+$(KUBE_CONTROLLER_MANAGER): | $(KUBE_APISERVER)
+$(KUBE_SCHEDULER): | $(KUBE_CONTROLLER_MANAGER)
+$(KUBELET): | $(KUBE_SCHEDULER)
+$(KUBE_PROXY): | $(KUBELET)
+$(KUBE_NEXT_CONTROLLER_MANAGER): | $(KUBE_NEXT_APISERVER)
+$(KUBE_PREV_CONTROLLER_MANAGER): | $(KUBE_PREV_APISERVER)
+$(CAPI_MANAGER): | $(CLUSTERCTL)
+$(SIDERO_CONTROLPLANE_MANAGER): | $(SIDERO_BOOTSTRAP_MANAGER)
 
 $(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
 	$(call gotool,.,,sigs.k8s.io/controller-tools/cmd/controller-gen)
