@@ -281,11 +281,15 @@ func (p *Plane) routeWebhooks(ctx context.Context, c client.Client, m Manager) e
 	if err := c.List(ctx, validating, selector); err != nil {
 		return err
 	}
+	// Each change is a merge patch, not an update: other actors write these objects meanwhile
+	// (the API server a CRD's status, kube-controller-manager a Deployment's, Cluster API's
+	// core manager an ExtensionConfig's CA), and an update would fail on their new version.
 	for i := range validating.Items {
+		before := validating.Items[i].DeepCopy()
 		for j := range validating.Items[i].Webhooks {
 			local(&validating.Items[i].Webhooks[j].ClientConfig)
 		}
-		if err := c.Update(ctx, &validating.Items[i]); err != nil {
+		if err := c.Patch(ctx, &validating.Items[i], client.MergeFrom(before)); err != nil {
 			return err
 		}
 	}
@@ -294,10 +298,11 @@ func (p *Plane) routeWebhooks(ctx context.Context, c client.Client, m Manager) e
 		return err
 	}
 	for i := range mutating.Items {
+		before := mutating.Items[i].DeepCopy()
 		for j := range mutating.Items[i].Webhooks {
 			local(&mutating.Items[i].Webhooks[j].ClientConfig)
 		}
-		if err := c.Update(ctx, &mutating.Items[i]); err != nil {
+		if err := c.Patch(ctx, &mutating.Items[i], client.MergeFrom(before)); err != nil {
 			return err
 		}
 	}
@@ -311,13 +316,14 @@ func (p *Plane) routeWebhooks(ctx context.Context, c client.Client, m Manager) e
 		if conversion == nil || conversion.Strategy != apiextensionsv1.WebhookConverter || conversion.Webhook == nil || conversion.Webhook.ClientConfig == nil {
 			continue
 		}
+		before := crds.Items[i].DeepCopy()
 		cc := conversion.Webhook.ClientConfig
 		var servicePath *string
 		if cc.Service != nil {
 			servicePath = cc.Service.Path
 		}
 		cc.Service, cc.URL, cc.CABundle = nil, localURL(servicePath, cc.URL), ca
-		if err := c.Update(ctx, &crds.Items[i]); err != nil {
+		if err := c.Patch(ctx, &crds.Items[i], client.MergeFrom(before)); err != nil {
 			return err
 		}
 	}
@@ -334,12 +340,13 @@ func (p *Plane) routeWebhooks(ctx context.Context, c client.Client, m Manager) e
 	}
 	for i := range deployments.Items {
 		d := &deployments.Items[i]
+		before := d.DeepCopy()
 		d.Spec.Replicas = ptr.To[int32](0)
 		if d.Annotations == nil {
 			d.Annotations = map[string]string{}
 		}
 		d.Annotations[RunsLocallyAnnotation] = fmt.Sprintf("%s, webhooks on 127.0.0.1:%d", m.Name, m.WebhookPort)
-		if err := c.Update(ctx, d); err != nil {
+		if err := c.Patch(ctx, d, client.MergeFrom(before)); err != nil {
 			return err
 		}
 	}
@@ -366,11 +373,12 @@ func (p *Plane) routeExtensions(ctx context.Context, c client.Client, m Manager,
 		if current, _, _ := unstructured.NestedString(config.Object, "spec", "clientConfig", "url"); current == url {
 			continue
 		}
+		before := config.DeepCopy()
 		unstructured.RemoveNestedField(config.Object, "spec", "clientConfig", "service")
 		if err := unstructured.SetNestedField(config.Object, url, "spec", "clientConfig", "url"); err != nil {
 			return err
 		}
-		if err := c.Update(ctx, config); apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+		if err := c.Patch(ctx, config, client.MergeFrom(before)); apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
 			// Cluster API's webhook refuses ExtensionConfigs while its RuntimeSDK gate is off:
 			// the manager runs, and Cluster API calls no hooks.
 			p.logf("ExtensionConfig %s not pointed at %s: %v\n", config.GetName(), m.Name, err)
